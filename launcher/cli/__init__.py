@@ -1,0 +1,1 @@
+"""Thin command layer: parse flags, call the library, render the result at the edge."""

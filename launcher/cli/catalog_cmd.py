@@ -1,0 +1,1 @@
+"""Commands: catalog (placeholder until implemented)."""

@@ -1,0 +1,1 @@
+"""Commands: infra (placeholder until implemented)."""

@@ -1,0 +1,1 @@
+"""Commands: launch (placeholder until implemented)."""

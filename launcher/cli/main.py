@@ -1,0 +1,82 @@
+"""Entry points: `launcher` and `launch` (exactly `launcher launch`).
+
+One place catches LauncherError and maps it to an exit code; tracebacks only with --debug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+
+import click
+
+from launcher.cli.app import GLOBALS, app
+from launcher.errors import ExitCode, LauncherError
+
+# Each module registers its commands on `app` at import; they must stay light to import.
+COMMAND_MODULES = (
+    "launcher.cli.offers_cmd",
+    "launcher.cli.catalog_cmd",
+    "launcher.cli.launch_cmd",
+    "launcher.cli.runs_cmd",
+    "launcher.cli.simulate_cmd",
+    "launcher.cli.infra_cmd",
+    "launcher.cli.reap_cmd",
+    "launcher.cli.report_cmd",
+)
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name)
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    import os
+
+    return "--debug" in argv or bool(os.environ.get("LAUNCHER_DEBUG"))
+
+
+def run(argv: list[str]) -> int:
+    try:
+        app(args=argv, prog_name="launcher", standalone_mode=False)
+        return 0
+    except LauncherError as e:
+        if GLOBALS.debug or _debug_requested(argv):
+            traceback.print_exc()
+        sys.stderr.write(f"error: {e.message}\n")
+        if e.hint:
+            sys.stderr.write(f"  {e.hint}\n")
+        return int(e.exit_code)
+    except click.exceptions.Exit as e:
+        return int(e.exit_code or 0)
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted\n")
+        return int(ExitCode.INTERRUPTED)
+    except click.ClickException as e:
+        e.show()
+        return int(ExitCode.BAD_INPUT)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except Exception as e:  # a bug: say so briefly unless --debug
+        if GLOBALS.debug or _debug_requested(argv):
+            traceback.print_exc()
+        else:
+            sys.stderr.write(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)\n")
+        return int(ExitCode.INTERNAL)
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))
+
+
+def launch_main() -> None:
+    """`launch ARGS` is exactly `launcher launch ARGS` (global options may come first)."""
+    argv = sys.argv[1:]
+    globals_ = [a for a in argv if a == "--debug"]
+    rest = [a for a in argv if a != "--debug"]
+    sys.exit(run([*globals_, "launch", *rest]))
+
+
+if __name__ == "__main__":
+    main()

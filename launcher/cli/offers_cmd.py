@@ -1,0 +1,1 @@
+"""Commands: offers (placeholder until implemented)."""

@@ -1,0 +1,1 @@
+"""Commands: reap (placeholder until implemented)."""

@@ -1,0 +1,34 @@
+"""Rendering at the edge: JSON to stdout, rich tables for people, messages to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str, sort_keys=False) + "\n")
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(*["" if v is None else str(v) for v in r])
+    Console(width=max(120, _term_width())).print(table)
+
+
+def info(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+
+
+def _term_width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((160, 40)).columns

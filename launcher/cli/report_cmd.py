@@ -1,0 +1,1 @@
+"""Commands: report (placeholder until implemented)."""

@@ -1,0 +1,1 @@
+"""Commands: runs (placeholder until implemented)."""

@@ -1,0 +1,1 @@
+"""Commands: simulate (placeholder until implemented)."""

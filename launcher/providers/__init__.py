@@ -1,0 +1,1 @@
+"""One interface per cloud provider, one module each, a registry keyed by name."""

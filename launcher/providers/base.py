@@ -1,0 +1,119 @@
+"""The provider interface (dstack's shape): a small required core plus opt-in capabilities.
+
+Required: credentials, provision, terminate (idempotent: already gone = success), list_instances.
+Optional: instance_state, idle_signals, preemption notice source.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pricing.models import Offer
+
+MANAGED_BY_TAG = "managed-by"
+MANAGED_BY_VALUE = "gpu-launcher"
+# Tags every billable resource carries (see infra/ for how they map to AWS tags / GCP labels).
+REQUIRED_TAGS = (
+    "project",
+    "experiment",
+    "owner",
+    "cost-center",
+    "run-id",
+    "cluster",
+    "managed-by",
+    "created-at",
+    "expires-at",
+)
+
+
+@dataclass(frozen=True)
+class CredentialStatus:
+    provider: str
+    enabled: bool
+    source: str  # where the credentials were found, or why none were
+    account: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterRequest:
+    cluster: str  # cluster name, unique per project
+    offer: Offer
+    num_nodes: int
+    tags: dict[str, str]
+    image_id: str | None = None
+    disk_size_gib: int | None = None
+    ssh_allowed_cidr: str | None = None
+
+
+@dataclass(frozen=True)
+class Node:
+    instance_id: str
+    ip: str | None
+    rank: int
+
+
+@dataclass(frozen=True)
+class ClusterHandle:
+    cluster: str
+    provider: str
+    region: str
+    zone: str | None
+    nodes: tuple[Node, ...]
+    stack: str | None = None  # Pulumi stack name, when provisioned through infra/
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    provider: str
+    region: str
+    zone: str | None
+    instance_id: str
+    instance_type: str
+    state: str  # normalized: pending | running | stopping | stopped | terminated
+    spot: bool
+    tags: dict[str, str]
+    launched_at: datetime | None = None
+    hourly_price_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class IdleSignals:
+    """Utilization over a window; None = not published / unknown."""
+
+    gpu_utilization_pct: float | None
+    cpu_utilization_pct: float | None
+    samples: int = 0
+
+
+class Provider(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def credentials(self) -> CredentialStatus: ...
+
+    @abc.abstractmethod
+    def provision(self, request: ClusterRequest) -> ClusterHandle: ...
+
+    @abc.abstractmethod
+    def terminate(self, handle: ClusterHandle) -> None:
+        """Idempotent: a cluster that is already gone is success."""
+
+    @abc.abstractmethod
+    def list_instances(self, tag_filter: dict[str, str] | None = None) -> list[InstanceInfo]:
+        """Instances carrying our managed tag (and tag_filter), across regions."""
+
+    # ---- optional capabilities -------------------------------------------------------------
+    def instance_state(self, region: str, instance_id: str) -> str | None:
+        for inst in self.list_instances():
+            if inst.instance_id == instance_id:
+                return inst.state
+        return None
+
+    def terminate_instance(self, region: str, instance_id: str) -> None:
+        raise NotImplementedError(f"{self.name} cannot terminate single instances")
+
+    def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
+        return IdleSignals(gpu_utilization_pct=None, cpu_utilization_pct=None)

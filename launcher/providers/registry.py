@@ -1,0 +1,30 @@
+"""Provider registry keyed by name. Modules are imported lazily (cloud SDKs are heavy)."""
+
+from __future__ import annotations
+
+import importlib
+
+from launcher.errors import UnknownNameError
+from launcher.providers.base import Provider
+
+# name -> "module:Class"
+_PROVIDERS: dict[str, str] = {
+    "local": "launcher.providers.local:LocalProvider",
+}
+
+KNOWN_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "local")
+
+
+def register(name: str, target: str) -> None:
+    _PROVIDERS[name] = target
+
+
+def names() -> list[str]:
+    return sorted(_PROVIDERS)
+
+
+def get(name: str, **kwargs) -> Provider:
+    if name not in _PROVIDERS:
+        raise UnknownNameError("provider", name, _PROVIDERS)
+    module, cls = _PROVIDERS[name].split(":")
+    return getattr(importlib.import_module(module), cls)(**kwargs)

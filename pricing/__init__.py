@@ -1,0 +1,1 @@
+"""Pricing: catalogs, interruption risk and ranking. Pure: no cloud calls at rank time."""

@@ -1,0 +1,135 @@
+"""Shared fixtures: an isolated LAUNCHER_HOME, the shared data folder, and real local servers
+(moto_server for AWS, gcp-storage-emulator for GCS) on 127.0.0.1 with free ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
+
+
+@pytest.fixture(autouse=True)
+def launcher_home(tmp_path, monkeypatch) -> Path:
+    """Every test gets its own LAUNCHER_HOME so nothing leaks into ~/.launcher."""
+    home = tmp_path / "launcher-home"
+    home.mkdir()
+    monkeypatch.setenv("LAUNCHER_HOME", str(home))
+    monkeypatch.delenv("LAUNCHER_DB_URL", raising=False)
+    monkeypatch.delenv("LAUNCHER_CATALOG_DIR", raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"port {port} did not open in {timeout_s}s")
+
+
+def _venv_bin(name: str) -> str:
+    cand = Path(sys.executable).parent / name
+    return str(cand) if cand.exists() else (shutil.which(name) or name)
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """A real moto_server process on 127.0.0.1. Yields its endpoint URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [_venv_bin("moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def aws_env(moto_server, monkeypatch) -> str:
+    """Point boto3 (standard env vars) at the moto server with fake credentials; reset moto."""
+    import urllib.request
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    req = urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST")
+    urllib.request.urlopen(req, timeout=10).read()
+    return moto_server
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator():
+    """A real gcp-storage-emulator process on 127.0.0.1. Yields its host URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [_venv_bin("gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def gcs_env(gcs_emulator, monkeypatch) -> str:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    return gcs_emulator
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path | None = None):
+    """Run the real `launcher` console entry point in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "launcher.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=str(cwd or REPO),
+    )
