@@ -1,0 +1,84 @@
+"""Interfaces shared by the controller, the simulator and the policies.
+
+A *placement policy* is asked, at every decision point, what to hold next: a spot cluster, an
+on-demand cluster, or nothing (wait). The simulator asks once per trace tick; the controller asks
+when an attempt starts, after a preemption or node loss, and periodically while waiting.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from enum import Enum
+
+from pricing.models import ScoredOffer
+
+
+class Choice(str, Enum):
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class DecisionState:
+    """What a policy may look at. Times in hours; `None` deadline = no deadline."""
+
+    elapsed_hours: float
+    work_done_hours: float
+    work_total_hours: float
+    deadline_hours: float | None
+    restart_overhead_hours: float
+    current: Choice  # what is held right now (NONE after a preemption)
+    current_zone: int  # index into spot_available
+    spot_available: tuple[bool, ...]  # per zone, right now
+    gap_hours: float = 0.0  # decision granularity (simulator tick); 0 = event-driven
+    spot_price_usd_per_hour: float | None = None
+    on_demand_price_usd_per_hour: float | None = None
+    preemptions: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    choice: Choice
+    zone: int = 0
+    reason: str = ""
+
+
+class PlacementPolicy(abc.ABC):
+    """Decide spot / on-demand / none. Stateless across runs; per-run state lives in `reset`."""
+
+    name: str = "base"
+    multi_zone: bool = False
+
+    def reset(self) -> None:  # noqa: B027 - optional hook
+        """Called before a new run/case; clear per-run state."""
+
+    @abc.abstractmethod
+    def decide(self, state: DecisionState) -> Decision: ...
+
+
+@dataclass(frozen=True)
+class RecoveryContext:
+    """What the controller knows when it must place the next attempt."""
+
+    ranked: tuple[ScoredOffer, ...]  # enabled offers, best first
+    previous: ScoredOffer | None  # the offer of the attempt that just ended (None at first start)
+    preempted_regions: tuple[str, ...] = ()  # regions that preempted us, oldest first
+    state: DecisionState | None = None
+    attempt: int = 0
+    tried: tuple[ScoredOffer, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class RecoveryDecision:
+    offer: ScoredOffer | None  # None = wait
+    wait_seconds: float = 0.0
+    reason: str = ""
+
+
+class RecoveryPolicy(abc.ABC):
+    name: str = "base"
+
+    @abc.abstractmethod
+    def choose(self, ctx: RecoveryContext) -> RecoveryDecision: ...
