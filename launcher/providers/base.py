@@ -117,3 +117,13 @@ class Provider(abc.ABC):
 
     def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
         return IdleSignals(gpu_utilization_pct=None, cpu_utilization_pct=None)
+
+    # Used by the reaper's mark-then-act (a dated tag/label on the instance) and its `stop` action.
+    def tag_instance(self, region: str, instance_id: str, tags: dict[str, str]) -> None:
+        raise NotImplementedError(f"{self.name} cannot tag instances")
+
+    def untag_instance(self, region: str, instance_id: str, keys: list[str]) -> None:
+        raise NotImplementedError(f"{self.name} cannot untag instances")
+
+    def stop_instance(self, region: str, instance_id: str) -> None:
+        raise NotImplementedError(f"{self.name} cannot stop instances")
