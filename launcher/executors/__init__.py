@@ -1,0 +1,57 @@
+"""Executors run a task on a provisioned cluster: `local` (process groups here), later `sky`.
+
+`PREEMPTED_EXIT_CODE` is the exit code a job uses after it saved a checkpoint on a preemption
+notice (see base.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from launcher.errors import ProviderError
+from launcher.executors.base import (
+    DEFAULT_GRACE_SECONDS,
+    PREEMPTED_EXIT_CODE,
+    ExecRequest,
+    ExecResult,
+    Execution,
+    Executor,
+    Outcome,
+    RankExit,
+)
+
+# provider name -> "module:Class" of the executor that runs jobs on its clusters.
+_EXECUTORS: dict[str, str] = {
+    "local": "launcher.executors.local:LocalExecutor",
+}
+_DEFAULT_REMOTE = "sky"  # clouds are executed by SkyPilot once `launcher.executors.sky` exists
+
+
+def register(provider: str, target: str) -> None:
+    _EXECUTORS[provider] = target
+
+
+def executor_for(provider: str, **kwargs) -> Executor:
+    """The executor for clusters of `provider` (local -> LocalExecutor, clouds -> sky)."""
+    target = _EXECUTORS.get(provider) or _EXECUTORS.get(_DEFAULT_REMOTE)
+    if target is None:
+        raise ProviderError(
+            f"no executor can run jobs on {provider!r} clusters yet",
+            hint="use an 'infra: local' alternative or pass --cloud local",
+        )
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)(**kwargs)
+
+
+__all__ = [
+    "DEFAULT_GRACE_SECONDS",
+    "PREEMPTED_EXIT_CODE",
+    "ExecRequest",
+    "ExecResult",
+    "Execution",
+    "Executor",
+    "Outcome",
+    "RankExit",
+    "executor_for",
+    "register",
+]
