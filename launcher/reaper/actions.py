@@ -1,0 +1,63 @@
+"""Reaper actions, registered by name. Each acts through the owner of the resource:
+`pulumi destroy` for a stack (state stays consistent), the provider API for an orphan, the local
+executor (via the local provider) for local clusters. Actions never check dry-run: the runner
+enforces it once.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from launcher.providers.base import InstanceInfo, Provider
+
+StackDestroyer = Callable[[str], None]  # stack name -> destroy it (idempotent)
+
+
+@dataclass(frozen=True)
+class ActionTarget:
+    provider: Provider
+    instance: InstanceInfo
+    stack: str | None
+
+
+class Action(abc.ABC):
+    name: str = "base"
+
+    @abc.abstractmethod
+    def execute(self, target: ActionTarget, destroy_stack: StackDestroyer | None) -> str:
+        """Do it; return what was done (for the audit log). Idempotent."""
+
+
+ACTIONS: dict[str, type[Action]] = {}
+
+
+def register(cls: type[Action]) -> type[Action]:
+    ACTIONS[cls.name] = cls
+    return cls
+
+
+@register
+class Destroy(Action):
+    name = "destroy"
+
+    def execute(self, target, destroy_stack):
+        if target.stack and destroy_stack is not None:
+            destroy_stack(target.stack)
+            return f"destroyed stack {target.stack}"
+        target.provider.terminate_instance(target.instance.region, target.instance.instance_id)
+        return f"terminated {target.instance.instance_id}"
+
+
+@register
+class Stop(Action):
+    name = "stop"
+
+    def execute(self, target, destroy_stack):
+        target.provider.stop_instance(target.instance.region, target.instance.instance_id)
+        return f"stopped {target.instance.instance_id}"
+
+
+def get_action(name: str) -> Action:
+    return ACTIONS[name]()

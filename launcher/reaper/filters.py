@@ -1,0 +1,115 @@
+"""Idleness filters: small registered classes, each looking at one signal.
+
+Each filter returns a Verdict: BUSY (activity seen), IDLE (evidence of idleness), or UNKNOWN
+(no evidence either way: metric not published, instance unknown to that source). The decision
+(decide.py) combines them: any BUSY keeps the instance; it is idle only with at least one IDLE
+and no BUSY.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from launcher.providers.base import IdleSignals, InstanceInfo
+from launcher.reaper.policy import ProjectPolicy
+
+
+class Verdict(StrEnum):
+    BUSY = "busy"
+    IDLE = "idle"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything known about one instance at pass time (gathered by the runner)."""
+
+    instance: InstanceInfo
+    signals: IdleSignals | None  # None = could not be read (API error)
+    ledger_known: bool  # the ledger knows its cluster or run
+    ledger_running: bool  # the ledger has an open attempt on it
+    last_heartbeat: datetime | None
+    stack: str | None  # Pulumi stack owning it, when known
+    signals_error: str | None = None
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    name: str
+    verdict: Verdict
+    detail: str
+
+
+FILTERS: dict[str, type[IdleFilter]] = {}
+
+
+def register(cls: type[IdleFilter]) -> type[IdleFilter]:
+    FILTERS[cls.name] = cls
+    return cls
+
+
+class IdleFilter(abc.ABC):
+    name: str = "base"
+
+    @abc.abstractmethod
+    def evaluate(self, obs: Observation, policy: ProjectPolicy, now: datetime) -> FilterResult: ...
+
+
+@register
+class GpuUtilization(IdleFilter):
+    name = "gpu-utilization"
+
+    def evaluate(self, obs, policy, now):
+        s = obs.signals
+        if s is None or s.gpu_utilization_pct is None:
+            return FilterResult(self.name, Verdict.UNKNOWN, "GPU utilization not published")
+        limit = policy.idle.gpu_util_below_pct
+        v = Verdict.IDLE if s.gpu_utilization_pct < limit else Verdict.BUSY
+        return FilterResult(self.name, v, f"GPU max {s.gpu_utilization_pct:.1f}% over {policy.idle.window_minutes} min (idle below {limit:g}%)")
+
+
+@register
+class CpuUtilization(IdleFilter):
+    name = "cpu-utilization"
+
+    def evaluate(self, obs, policy, now):
+        s = obs.signals
+        if s is None or s.cpu_utilization_pct is None:
+            return FilterResult(self.name, Verdict.UNKNOWN, "CPU utilization not available")
+        limit = policy.idle.cpu_util_below_pct
+        v = Verdict.IDLE if s.cpu_utilization_pct < limit else Verdict.BUSY
+        return FilterResult(self.name, v, f"CPU max {s.cpu_utilization_pct:.1f}% over {policy.idle.window_minutes} min (idle below {limit:g}%)")
+
+
+@register
+class LedgerAttempt(IdleFilter):
+    name = "ledger"
+
+    def evaluate(self, obs, policy, now):
+        if obs.ledger_running:
+            return FilterResult(self.name, Verdict.BUSY, "ledger: an attempt is running on it")
+        if obs.ledger_known:
+            return FilterResult(self.name, Verdict.IDLE, "ledger: no running attempt")
+        return FilterResult(self.name, Verdict.IDLE, "orphan: unknown to the ledger")
+
+
+@register
+class Heartbeat(IdleFilter):
+    name = "heartbeat"
+
+    def evaluate(self, obs, policy, now):
+        if obs.last_heartbeat is None:
+            return FilterResult(self.name, Verdict.UNKNOWN, "no executor heartbeat recorded")
+        age = now - obs.last_heartbeat
+        stale = timedelta(minutes=policy.idle.heartbeat_stale_minutes)
+        mins = age.total_seconds() / 60
+        if age < stale:
+            return FilterResult(self.name, Verdict.BUSY, f"heartbeat {mins:.0f} min ago")
+        return FilterResult(self.name, Verdict.IDLE, f"heartbeat stale ({mins:.0f} min ago)")
+
+
+def evaluate_all(obs: Observation, policy: ProjectPolicy, now: datetime) -> list[FilterResult]:
+    return [cls().evaluate(obs, policy, now) for cls in FILTERS.values()]

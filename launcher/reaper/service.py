@@ -1,0 +1,41 @@
+"""Wiring for one reaper pass from the CLI: validate the policy, check credentials of every
+provider it names (before anything is touched), open the ledger, run the pass."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from launcher.errors import BadInputError
+from launcher.providers import registry
+from launcher.reaper.policy import load_policy
+from launcher.reaper.runner import ReapReport, run_pass
+
+
+def reap_once(policy_path: Path | None, *, dry_run: bool, project: str | None, now: datetime | None = None) -> ReapReport:
+    policy = load_policy(policy_path)
+    providers = {}
+    for name in policy.providers:
+        prov = registry.get(name)
+        cred = prov.credentials()
+        if not cred.enabled:
+            raise BadInputError(f"the reaper policy names provider {name!r} but no credentials were found ({cred.source})")
+        providers[name] = prov
+    from launcher.ledger import Ledger
+
+    with Ledger() as ledger:
+        return run_pass(policy, providers, ledger, now=now or datetime.now(UTC), dry_run=dry_run, project=project, destroy_stack=_destroy_stack, price_lookup=_price_lookup)
+
+
+def _destroy_stack(stack: str) -> None:
+    from infra import stacks
+
+    stacks.destroy_by_name(stack)
+
+
+def _price_lookup(instance) -> float | None:
+    try:
+        from pricing.lookup import hourly_price
+    except ImportError:
+        return None
+    return hourly_price(instance.provider, instance.region, instance.instance_type, spot=instance.spot)
