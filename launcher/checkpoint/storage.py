@@ -1,0 +1,78 @@
+"""Where checkpoint objects live: one small interface, one backend per URL scheme.
+
+Keys are '/'-separated paths relative to the store's root (a directory or a bucket prefix).
+`put` must be atomic per object: a reader sees the old object, the new one, or none.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from urllib.parse import urlparse
+
+from launcher.errors import BadInputError
+
+
+class Storage(ABC):
+    """Minimal object-store interface shared by the local, S3 and GCS backends."""
+
+    url: str
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write one object atomically (durable when this returns)."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes:
+        """Read one object; FileNotFoundError when it does not exist."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[str]:
+        """All keys under `prefix`, sorted."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove one object; already gone is success."""
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every object under `prefix` (a checkpoint's folder)."""
+        for key in self.list(prefix):
+            self.delete(key)
+
+
+SCHEMES = ("file", "s3", "gs")
+
+
+def open_storage(url: str) -> Storage:
+    """A backend from a URL: `/path`, `relative/path`, `file:///path`, `s3://bucket/prefix`,
+    `gs://bucket/prefix`. Cloud SDKs are imported only for their scheme."""
+    if not url:
+        raise BadInputError("empty checkpoint URL")
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    if scheme in ("", "file") or (len(scheme) == 1 and url[1:3] in (":\\", ":/")):
+        from launcher.checkpoint.storage_local import LocalStorage
+
+        path = parsed.path if scheme == "file" else url
+        return LocalStorage(path)
+    if scheme in ("s3", "gs"):
+        bucket = parsed.netloc
+        if not bucket:
+            raise BadInputError(f"checkpoint URL {url!r} has no bucket", hint=f"use {scheme}://BUCKET/PREFIX")
+        prefix = parsed.path.strip("/")
+        if scheme == "s3":
+            from launcher.checkpoint.storage_s3 import S3Storage
+
+            return S3Storage(bucket, prefix)
+        from launcher.checkpoint.storage_gcs import GCSStorage
+
+        return GCSStorage(bucket, prefix)
+    from launcher.errors import did_you_mean
+
+    raise BadInputError(
+        f"unsupported checkpoint URL scheme {scheme!r} in {url!r}",
+        hint=did_you_mean(scheme, SCHEMES) or "use a path, file://, s3:// or gs://",
+    )
+
+
+def join_key(prefix: str, key: str) -> str:
+    return f"{prefix}/{key}" if prefix else key
