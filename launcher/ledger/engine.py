@@ -1,0 +1,151 @@
+"""Engines and schema upgrades.
+
+SQLite: WAL (readers never block the writer), busy_timeout, synchronous=FULL (a commit is on disk
+before the caller proceeds, also across power loss), foreign keys on, and write transactions
+begin IMMEDIATE so two writers queue on the busy timeout instead of failing with 'database is
+locked' when a read transaction tries to upgrade. PostgreSQL: plain READ COMMITTED; callers take
+row locks (SELECT ... FOR UPDATE) where they read-then-write.
+
+Schema upgrades run when a Ledger opens and the stored revision is not head, under a file lock
+next to the SQLite file or a PostgreSQL advisory lock, so concurrent first opens do not race.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from launcher.errors import ConflictError, LauncherError
+
+# The newest revision in migrations/versions (test_migrations checks it matches the scripts).
+SCHEMA_HEAD = "0001"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_TIMEOUT_S = 60.0
+_PG_LOCK_KEY = 0x6C6564676572  # "ledger"
+WRITE = {"ledger_write": True}  # execution option: begin IMMEDIATE on SQLite
+
+
+def sqlite_path(url: str) -> Path | None:
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite":
+        return None
+    db = u.database
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db).expanduser()
+
+
+def make_engine(url: str) -> Engine:
+    u = make_url(url)
+    backend = u.get_backend_name()
+    if backend == "sqlite":
+        path = sqlite_path(url)
+        if path is None:
+            raise LauncherError(f"unsupported SQLite ledger URL {url!r}: use a file path")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+        _sqlite_events(engine)
+        return engine
+    if backend == "postgresql":
+        return create_engine(u, pool_pre_ping=True, pool_size=2, max_overflow=4)
+    raise LauncherError(
+        f"unsupported ledger database {backend!r}",
+        hint="use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB in LAUNCHER_DB_URL",
+    )
+
+
+def _sqlite_events(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _rec: Any) -> None:
+        dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = FULL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get("ledger_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def current_revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def alembic_config(connection: Connection | None = None) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def _upgrade(conn: Connection) -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(conn), "head")
+
+
+def ensure_schema(engine: Engine, url: str) -> None:
+    """Upgrade to head when needed; a no-op read when the schema is current."""
+    with engine.connect() as conn:
+        rev = current_revision(conn)
+    if rev == SCHEMA_HEAD:
+        return
+    if engine.dialect.name == "sqlite":
+        _sqlite_upgrade_locked(engine, url)
+    else:
+        _pg_upgrade_locked(engine)
+
+
+def _sqlite_upgrade_locked(engine: Engine, url: str) -> None:
+    from filelock import FileLock, Timeout
+
+    path = sqlite_path(url)
+    assert path is not None
+    lock = FileLock(str(path) + ".migrate.lock")
+    try:
+        with lock.acquire(timeout=120):
+            with engine.connect().execution_options(**WRITE) as conn:
+                if current_revision(conn) != SCHEMA_HEAD:
+                    _upgrade(conn)
+                conn.commit()
+    except Timeout as e:
+        raise ConflictError(f"another process is upgrading the ledger at {path}") from e
+
+
+def _pg_upgrade_locked(engine: Engine) -> None:
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})
+        conn.commit()
+        try:
+            if current_revision(conn) != SCHEMA_HEAD:
+                _upgrade(conn)
+            conn.commit()
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_LOCK_KEY})
+            conn.commit()
+
+
+def retry_locked(fn: Any, attempts: int = 5) -> Any:
+    """Retry a callable on SQLite 'database is locked' that outlived the busy timeout."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except OperationalError as e:
+            if "locked" not in str(e) or i == attempts - 1:
+                raise
+            time.sleep(0.05 * (2**i))
+    raise AssertionError("unreachable")

@@ -1,0 +1,168 @@
+"""The ledger schema (SQLAlchemy Core). Any change here needs an Alembic revision in
+migrations/versions/ (tests/ledger/test_migrations.py fails on drift)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from launcher.ledger.types import BigIntPK, UtcDateTime
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("spec_hash", String(64), nullable=False),
+    Column("spec_yaml", Text, nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("project", String(255), nullable=False),
+    Column("experiment", String(255)),
+    Column("owner", String(255)),
+    Column("cost_center", String(255)),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime),
+    Column("end_reason", Text),
+    Column("budget_usd", Float),
+    Column("deadline_at", UtcDateTime),
+    # provenance
+    Column("code_revision", String(64)),
+    Column("code_dirty_hash", String(64)),
+    Column("lockfile_hash", String(64)),
+    Column("image", Text),
+    Column("seeds", JSON),
+    Column("data_hash", String(64)),
+    Column("host", String(255)),
+    Column("launcher_version", String(64)),
+    Index(None, "project", "created_at"),
+    Index(None, "owner", "created_at"),
+    Index(None, "state"),
+    Index(None, "name"),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("attempt_id", String(96), primary_key=True),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("cloud", String(32), nullable=False),
+    Column("region", String(64), nullable=False),
+    Column("zone", String(64)),
+    Column("instance_type", String(128), nullable=False),
+    Column("accelerator", String(64)),
+    Column("accelerator_count", Integer, nullable=False),
+    Column("num_nodes", Integer, nullable=False),
+    Column("spot", Boolean, nullable=False),
+    Column("price_usd_per_hour", Float, nullable=False),  # per node
+    Column("on_demand_price_usd_per_hour", Float),
+    Column("cluster", String(255)),
+    Column("state", String(32), nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime),
+    Column("end_reason", String(64)),
+    Column("exit_code", Integer),
+    Column("billed_seconds", Float),
+    UniqueConstraint("run_id", "seq"),
+    Index(None, "started_at"),
+    Index(None, "ended_at"),
+    Index(None, "cluster"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", BigIntPK, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("attempt_id", String(96), ForeignKey("attempts.attempt_id", ondelete="CASCADE")),
+    Column("at", UtcDateTime, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("data", JSON, nullable=False),
+    Index(None, "run_id", "id"),
+    Index(None, "kind", "at"),
+)
+
+# No foreign key to runs: the reaper records clusters it finds whose run this ledger never saw.
+clusters = Table(
+    "clusters",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("provider", String(32), nullable=False),
+    Column("region", String(64)),
+    Column("zone", String(64)),
+    Column("stack", String(255)),
+    Column("state", String(32), nullable=False),
+    Column("run_id", String(64)),
+    Column("project", String(255)),
+    Column("nodes", JSON, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("terminated_at", UtcDateTime),
+    Index(None, "state"),
+    Index(None, "run_id"),
+)
+
+# Tags of runs and clusters: entity_type is 'run' or 'cluster'.
+tags = Table(
+    "tags",
+    metadata,
+    Column("entity_type", String(16), primary_key=True),
+    Column("entity_id", String(255), primary_key=True),
+    Column("key", String(128), primary_key=True),
+    Column("value", String(512), nullable=False),
+    Index(None, "key", "value"),
+)
+
+# Latest beat only (one row per subject): subject_type is 'run' or 'cluster'.
+heartbeats = Table(
+    "heartbeats",
+    metadata,
+    Column("subject_type", String(16), primary_key=True),
+    Column("subject_id", String(255), primary_key=True),
+    Column("at", UtcDateTime, nullable=False),
+)
+
+reap_audit = Table(
+    "reap_audit",
+    metadata,
+    Column("id", BigIntPK, primary_key=True, autoincrement=True),
+    Column("at", UtcDateTime, nullable=False),
+    Column("pass_id", String(64)),
+    Column("provider", String(32), nullable=False),
+    Column("region", String(64), nullable=False),
+    Column("instance_id", String(255), nullable=False),
+    Column("cluster", String(255)),
+    Column("project", String(255)),
+    Column("decision", String(16), nullable=False),
+    Column("action", String(32)),
+    Column("reasons", JSON, nullable=False),
+    Column("hourly_price_usd", Float),
+    Column("estimated_saving_usd", Float),
+    Column("ok", Boolean, nullable=False),
+    Column("error", Text),
+    Column("dry_run", Boolean, nullable=False),
+    Index(None, "at"),
+    Index(None, "instance_id", "at"),
+)
