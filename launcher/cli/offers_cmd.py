@@ -1,1 +1,123 @@
-"""Commands: offers (placeholder until implemented)."""
+"""Command: `launcher offers` (ranked GPU offers across every cloud in the catalog).
+
+Kept light at import: pandas and the pricing module load inside the command.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from launcher.cli.app import GLOBALS, app
+from launcher.errors import BadInputError
+
+
+def _split(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    out = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    return tuple(dict.fromkeys(out)) or None
+
+
+@app.command("offers")
+def offers(
+    gpus: list[str] | None = typer.Option(
+        None, "--gpus", help="GPU shape NAME[:COUNT]; 'A100|H100:8' or a comma list means any of them. Repeatable."
+    ),
+    spot: bool = typer.Option(False, "--spot", help="Spot offers only."),
+    on_demand: bool = typer.Option(False, "--on-demand", help="On-demand offers only."),
+    any_market: bool = typer.Option(False, "--any", help="Spot and on-demand (the default)."),
+    cloud: list[str] | None = typer.Option(None, "--cloud", help="Only these clouds (repeatable or comma list)."),
+    region: list[str] | None = typer.Option(None, "--region", help="Only these regions (repeatable)."),
+    exclude_region: list[str] | None = typer.Option(None, "--exclude-region", help="Never these regions."),
+    min_gpu_memory_gib: float | None = typer.Option(None, "--min-gpu-memory-gib", help="Total GPU memory at least."),
+    min_vcpus: float | None = typer.Option(None, "--min-vcpus"),
+    min_memory_gib: float | None = typer.Option(None, "--min-memory-gib"),
+    max_price: float | None = typer.Option(None, "--max-price", help="Max $/h per instance."),
+    hours: float = typer.Option(1.0, "--hours", help="Hours of work to finish (ranking horizon)."),
+    checkpoint_minutes: float | None = typer.Option(
+        None, "--checkpoint-minutes", help="Checkpoint interval; default: the Young/Daly optimum per offer."
+    ),
+    checkpoint_cost_minutes: float = typer.Option(1.0, "--checkpoint-cost-minutes", help="Time to write one checkpoint."),
+    restart_minutes: float = typer.Option(5.0, "--restart-minutes", help="Time to restart after an interruption."),
+    limit: int | None = typer.Option(20, "--limit", help="Show the best N (0 = all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (a list of offers, best first)."),
+) -> None:
+    """Rank GPU offers of every cloud in the catalog by expected cost to finish --hours of work."""
+    if sum((spot, on_demand, any_market)) > 1:
+        raise BadInputError("give at most one of --spot, --on-demand, --any")
+    for flag, value in (
+        ("--hours", hours),
+        ("--checkpoint-minutes", checkpoint_minutes),
+        ("--max-price", max_price),
+    ):
+        if value is not None and value <= 0:
+            raise BadInputError(f"{flag} must be positive (got {value:g})")
+    if limit is not None and limit < 0:
+        raise BadInputError("--limit must be >= 0")
+
+    from launcher.providers.detect import enabled_clouds
+    from pricing.catalog import load_catalog
+    from pricing.gpus import parse_gpus
+    from pricing.models import OfferQuery
+    from pricing.rank import explain_offers, offers_as_records
+
+    catalog = load_catalog(GLOBALS.catalog_dir)
+    clouds = _split(cloud)
+    if clouds:
+        clouds = tuple(c.lower() for c in clouds)
+    query = OfferQuery(
+        gpus=parse_gpus(list(_split(gpus) or ()), known=catalog.accelerators()) if gpus else None,
+        spot=True if spot else False if on_demand else None,
+        clouds=clouds,
+        regions=_split(region),
+        exclude_regions=_split(exclude_region) or (),
+        min_gpu_memory_gib=min_gpu_memory_gib,
+        min_vcpus=min_vcpus,
+        min_memory_gib=min_memory_gib,
+        max_price_usd_per_hour=max_price,
+        work_hours=hours,
+        checkpoint_minutes=checkpoint_minutes,
+        checkpoint_cost_minutes=checkpoint_cost_minutes,
+        restart_overhead_minutes=restart_minutes,
+    )
+    report = explain_offers(catalog, query, limit=limit or None)
+    enabled = {name: st.enabled for name, st in enabled_clouds().items()}
+    records = offers_as_records(report.offers, enabled)
+    if as_json:
+        from launcher.cli.render import print_json
+
+        print_json(records)
+        return
+    _print_table(records, report, catalog)
+
+
+def _print_table(records: list[dict], report, catalog) -> None:
+    from launcher.cli.render import info, print_table
+
+    rows = []
+    for r in records:
+        gpus = f"{r['accelerator']}:{r['accelerator_count']}" if r["accelerator"] else "-"
+        rows.append(
+            (
+                r["rank"],
+                ("* " if r["enabled"] else "  ") + r["cloud"],
+                r["region"],
+                r["zone"] or "-",
+                r["instance_type"],
+                gpus,
+                "spot" if r["spot"] else "on-demand",
+                f"{r['price_usd_per_hour']:.4f}",
+                r["interruption_band"],
+                f"{r['expected_cost_usd']:.2f}",
+                f"{r['expected_hours']:.3f}",
+            )
+        )
+    print_table(
+        None,
+        ["#", "cloud", "region", "zone", "instance type", "GPUs", "market", "$/h", "interrupt", "exp. $", "exp. h"],
+        rows,
+    )
+    sources = ", ".join(f"{c}: {s.kind}" + (f" {s.as_of[:10]}" if s.as_of else "") for c, s in catalog.sources.items())
+    info(f"{len(records)} of {report.matched} matching offers shown; * = credentials found. Catalog: {sources}")
+    for why, n in report.dropped.items():
+        info(f"left out {n}: {why}")

@@ -1,0 +1,199 @@
+"""The offers catalog: every cloud's vms.csv normalized into one DataFrame, loaded lazily.
+
+One row per (cloud, region, zone, instance type, spot or on-demand) with the columns of
+`pricing.models.Offer` plus `accelerator_family`, `hazard_per_hour` and `interruption_band`.
+Rows without a usable price are not offers: an empty or non-positive Price gives no on-demand
+row, an empty SpotPrice gives no spot row.
+
+Parsing the CSVs costs far more than ranking, so the normalized frame is also kept as a pickle
+under the cache folder, keyed by the source files' size and mtime (reparsed when they change).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from launcher import paths
+from launcher.atomic import atomic_write_bytes
+from pricing.gcp_split import join_gcp
+from pricing.gpus import GPU_MEMORY_GIB, gpu_family
+from pricing.risk import RiskModel, load_risk_model
+from pricing.sources import CatalogSource, resolve_sources
+from pricing.vms_csv import read_vms_csv
+
+# Bump when the normalized layout changes, so old parsed pickles are ignored.
+PARSE_VERSION = "3"
+
+OFFER_COLUMNS = (
+    "cloud", "region", "zone", "instance_type", "accelerator", "accelerator_family",
+    "accelerator_count", "vcpus", "memory_gib", "gpu_memory_gib", "spot",
+    "price_usd_per_hour", "on_demand_price_usd_per_hour",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Catalog:
+    offers: pd.DataFrame  # OFFER_COLUMNS + hazard_per_hour, interruption_band
+    sources: dict[str, CatalogSource]
+    risk_source: str = "snapshot"
+
+    @property
+    def clouds(self) -> tuple[str, ...]:
+        return tuple(sorted(self.sources))
+
+    def regions(self, clouds: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        df = self.offers
+        if clouds:
+            df = df[df["cloud"].isin(clouds)]
+        return tuple(sorted(df["region"].dropna().astype(str).unique()))
+
+    def accelerators(self) -> tuple[str, ...]:
+        return tuple(sorted(self.offers["accelerator"].dropna().astype(str).unique()))
+
+
+_PROCESS_CACHE: dict[tuple, Catalog] = {}
+
+
+def load_catalog(
+    catalog_dir: Path | str | None = None,
+    *,
+    cache_dir: Path | None = None,
+    risk_file: Path | None = None,
+    use_parsed_cache: bool = True,
+) -> Catalog:
+    """Load (once per process and set of source files) the catalog from the resolved sources."""
+    cache_dir = cache_dir or paths.catalog_cache_dir()
+    risk_file = risk_file if risk_file is not None else paths.home() / "risk.yaml"
+    sources = resolve_sources(Path(catalog_dir) if catalog_dir is not None else None, cache_dir)
+    signature = _signature(sources)
+    risk_sig = _stat_sig(risk_file) + _stat_sig(cache_dir / "aws" / "spot_advisor.csv")
+    key = (signature, risk_sig, str(cache_dir))
+    if key in _PROCESS_CACHE:
+        return _PROCESS_CACHE[key]
+    frame = _load_offers(sources, signature, cache_dir if use_parsed_cache else None)
+    risk: RiskModel = load_risk_model(cache_dir=cache_dir, risk_file=risk_file)
+    catalog = Catalog(offers=risk.apply(frame), sources=sources, risk_source=risk.advisor_source)
+    _PROCESS_CACHE[key] = catalog
+    return catalog
+
+
+def clear_process_cache() -> None:
+    _PROCESS_CACHE.clear()
+
+
+def normalize_cloud(cloud: str, raw: pd.DataFrame, spot_overlay: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Raw vms.csv rows of one cloud -> offer rows (on-demand and spot rows split)."""
+    if cloud == "gcp":
+        raw = join_gcp(raw)
+    if spot_overlay is not None and len(spot_overlay):
+        raw = apply_spot_overlay(raw, spot_overlay)
+    raw = raw[raw["region"].notna() & raw["instance_type"].notna()]
+    base = raw.drop(columns=["price", "spot_price"])
+    price = raw["price"].where(raw["price"] > 0)
+    spot_price = raw["spot_price"].where(raw["spot_price"] > 0)
+    on_demand = base[price.notna()].assign(
+        spot=False, price_usd_per_hour=price[price.notna()], on_demand_price_usd_per_hour=price[price.notna()]
+    )
+    has_spot = spot_price.notna()
+    spot = base[has_spot].assign(
+        spot=True, price_usd_per_hour=spot_price[has_spot], on_demand_price_usd_per_hour=price[has_spot]
+    )
+    df = pd.concat([on_demand, spot], ignore_index=True)
+    df["cloud"] = cloud
+    acc = df["accelerator"]
+    df["accelerator_family"] = acc.map({a: gpu_family(a) for a in acc.dropna().unique()})
+    # Fill GPU memory from the name when GpuInfo gave none (RunPod).
+    known_mem = acc.map(GPU_MEMORY_GIB).astype("float64") * df["accelerator_count"]
+    df["gpu_memory_gib"] = df["gpu_memory_gib"].fillna(known_mem)
+    df = df.drop_duplicates(subset=["region", "zone", "instance_type", "spot", "accelerator", "accelerator_count"])
+    return df.loc[:, list(OFFER_COLUMNS)]
+
+
+def apply_spot_overlay(raw: pd.DataFrame, overlay: pd.DataFrame) -> pd.DataFrame:
+    """Replace SpotPrice where live prices exist for (instance type, region, zone).
+
+    The overlay's `zone` is matched against the catalog's zone column, which for AWS holds zone
+    ids (use1-az1); the overlay carries both the id and the name, so either spelling matches.
+    """
+    raw = raw.copy()
+    live: dict[tuple[str, str, str], float] = {}
+    for row in overlay.itertuples(index=False):
+        for z in {row.zone_id, row.zone}:
+            if isinstance(z, str) and z:
+                live[(row.instance_type, row.region, z)] = float(row.spot_price)
+    keys = list(zip(raw["instance_type"], raw["region"], raw["zone"], strict=True))
+    new = np.array([live.get(k, np.nan) for k in keys], dtype="float64")
+    hit = ~np.isnan(new)
+    raw.loc[hit, "spot_price"] = new[hit]
+    return raw
+
+
+def read_spot_overlay(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, dtype={"region": str, "zone": str, "zone_id": str, "instance_type": str})
+
+
+def _load_offers(sources: dict[str, CatalogSource], signature: tuple, cache_dir: Path | None) -> pd.DataFrame:
+    pickle_path = None
+    if cache_dir is not None:
+        ident = hashlib.sha1(json.dumps([[c, str(s.path)] for c, s in sorted(sources.items())]).encode()).hexdigest()
+        pickle_path = cache_dir / ".parsed" / f"{ident[:16]}.pkl"
+        cached = _read_parsed(pickle_path, signature)
+        if cached is not None:
+            return cached
+    frames = []
+    for cloud, src in sorted(sources.items()):
+        raw = read_vms_csv(src.path, label=f"{cloud} catalog {src.path}")
+        overlay = read_spot_overlay(src.spot_overlay) if src.spot_overlay is not None else None
+        frames.append(normalize_cloud(cloud, raw, overlay))
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(OFFER_COLUMNS))
+    df = _compact(df)
+    if pickle_path is not None:
+        try:
+            atomic_write_bytes(pickle_path, pickle.dumps((signature, df), protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:
+            pass  # a read-only home only costs speed
+    return df
+
+
+def _compact(df: pd.DataFrame) -> pd.DataFrame:
+    """Categoricals for repeated strings: smaller pickles, faster filters."""
+    df = df.reset_index(drop=True)
+    for c in ("cloud", "region", "zone", "instance_type", "accelerator", "accelerator_family"):
+        df[c] = df[c].astype("category")
+    df["accelerator_count"] = df["accelerator_count"].astype("int32")
+    df["spot"] = df["spot"].astype(bool)
+    for c in ("vcpus", "memory_gib", "gpu_memory_gib", "price_usd_per_hour", "on_demand_price_usd_per_hour"):
+        df[c] = df[c].astype("float64")
+    return df
+
+
+def _read_parsed(path: Path, signature: tuple) -> pd.DataFrame | None:
+    try:
+        with open(path, "rb") as f:
+            sig, df = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError):
+        return None
+    return df if sig == signature else None
+
+
+def _stat_sig(path: Path | None) -> tuple:
+    if path is None:
+        return (None,)
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path), None)
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+def _signature(sources: dict[str, CatalogSource]) -> tuple:
+    return (PARSE_VERSION,) + tuple(
+        (c, *_stat_sig(s.path), *_stat_sig(s.spot_overlay)) for c, s in sorted(sources.items())
+    )
