@@ -1,0 +1,294 @@
+"""Group attempt costs into report rows: `build_report(ledger, query)` and the pure
+`report_from_data(data, query)` it wraps (tests feed the latter hand-built frames)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from launcher.errors import BadInputError, UnknownNameError
+from launcher.report import focus as F
+from launcher.report.costs import (
+    HOURS_PER_MONTH,
+    CostAssumptions,
+    EventFacts,
+    attempt_intervals,
+    checkpoint_retention,
+    compute_segments,
+    explode,
+    overlap,
+)
+from launcher.report.periods import Window
+
+# --by value -> (source column, output column)
+GROUP_KEYS: dict[str, tuple[str, str]] = {
+    "experiment": ("experiment", F.X_EXPERIMENT),
+    "project": ("project", F.X_PROJECT),
+    "owner": ("owner", F.X_OWNER),
+    "cost-center": ("cost_center", F.X_COST_CENTER),
+    "cloud": ("cloud", F.PROVIDER_NAME),
+    "region": ("region", F.REGION_ID),
+    "run": ("run_id", F.X_RUN),
+    "attempt": ("attempt_id", F.X_ATTEMPT),
+}
+TIME_KEYS = ("day", "month")
+GROUPINGS = (*GROUP_KEYS, *TIME_KEYS)
+KEY_SOURCES = ("project", "experiment", "owner", "cost_center", "cloud", "region", "run_id", "attempt_id")
+NONE_LABEL = "(none)"
+
+
+def parse_by(value: str | Sequence[str]) -> tuple[str, ...]:
+    """'experiment' or 'project,day' -> validated grouping keys (UnknownNameError with a hint)."""
+    parts = [p.strip().lower().replace("_", "-") for p in (value.split(",") if isinstance(value, str) else value)]
+    parts = [p for p in parts if p]
+    if not parts:
+        raise BadInputError("--by needs a grouping", hint="one of " + ", ".join(GROUPINGS))
+    for p in parts:
+        if p not in GROUPINGS:
+            raise UnknownNameError("grouping", p, GROUPINGS, extra=" for --by")
+    if len(set(parts)) != len(parts):
+        raise BadInputError(f"--by lists a grouping twice: {','.join(parts)}")
+    if sum(p in TIME_KEYS for p in parts) > 1:
+        raise BadInputError("--by takes at most one of day, month")
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class ReportQuery:
+    by: tuple[str, ...] = ("experiment",)
+    window: Window = field(default_factory=Window)
+    assumptions: CostAssumptions = field(default_factory=CostAssumptions)
+
+
+@dataclass(frozen=True)
+class LedgerData:
+    """What a report reads from the ledger (see load.py), times as float epoch seconds UTC.
+
+    attempts: the ledger's attempt columns joined with their run's project, experiment, owner,
+      cost_center (and `tags`, a dict per row, when loaded for --by attempt).
+    facts: events reduced per attempt; facts.checkpoints also carries run_ended_at and the
+      key columns of KEY_SOURCES for grouping.
+    """
+
+    attempts: pd.DataFrame
+    facts: EventFacts
+    as_of: float
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    frame: pd.DataFrame
+    query: ReportQuery
+    window: Window  # the effective window (open ends closed by the data and the clock)
+    as_of: datetime
+
+    def totals(self) -> dict[str, float]:
+        cols = ["BilledCost", "ListCost", *[m for m in F.MEASURES if m != "x_Runs"]]
+        return {c: float(self.frame[c].sum()) for c in cols if c in self.frame}
+
+
+def build_report(ledger: Any, query: ReportQuery, *, now: datetime | None = None) -> ReportResult:
+    from launcher.report.load import load_ledger_data
+
+    data = load_ledger_data(
+        ledger,
+        query.window,
+        with_tags="attempt" in query.by,
+        retention_s=query.assumptions.checkpoint_retention_after_run_s,
+        now=now,
+    )
+    return report_from_data(data, query)
+
+
+def _edges(kind: str | None, since: float, until: float) -> np.ndarray:
+    if kind is None or until <= since:
+        return np.array([since, max(until, since)], dtype="float64")
+    freq = "D" if kind == "day" else "MS"
+    lo = pd.Timestamp(since, unit="s", tz=UTC)
+    lo = lo.floor("D") if kind == "day" else lo.normalize().replace(day=1)
+    hi = pd.Timestamp(until, unit="s", tz=UTC)
+    rng = pd.date_range(lo, hi + (pd.Timedelta(days=1) if kind == "day" else pd.offsets.MonthBegin(1)), freq=freq)
+    edges = rng.asi8 / 1e9
+    edges = edges[(edges > since) & (edges < until)]
+    return np.concatenate([[since], edges, [until]]).astype("float64")
+
+
+def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
+    by = query.by
+    time_key = next((k for k in by if k in TIME_KEYS), None)
+    key_specs = [GROUP_KEYS[k] for k in by if k in GROUP_KEYS]
+    attempts = data.attempts.reset_index(drop=True)
+    iv = attempt_intervals(attempts, data.facts, data.as_of)
+    since, until = _effective_window(query.window, iv, data.as_of)
+    edges = _edges(time_key, since, until)
+
+    gpu = attempts["accelerator_count"].to_numpy(dtype="float64")
+    rows, bucket, m = compute_segments(iv, attempts, edges, gpu)
+    seg = {src: attempts[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
+    seg["run_id"] = attempts["run_id"].to_numpy(dtype="object")[rows]
+    seg["_bucket"] = bucket
+    seg.update(m)
+    seg["x_CheckpointStorageCost"] = np.zeros(len(rows))
+    frames = [pd.DataFrame(seg)]
+    ck = _storage_segments(data.facts.checkpoints, query, key_specs, edges, min(until, data.as_of), data.as_of)
+    if ck is not None:
+        frames.append(ck)
+    segs = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    keys = [src for src, _ in key_specs] + (["_bucket"] if time_key else [])
+    frame = _group(segs, keys, key_specs, time_key, edges)
+    if "attempt" in by:
+        frame = _add_attempt_dimensions(frame, attempts)
+    window = Window(datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC))
+    return ReportResult(frame=frame, query=query, window=window, as_of=datetime.fromtimestamp(data.as_of, UTC))
+
+
+def _effective_window(window: Window, iv: pd.DataFrame, as_of: float) -> tuple[float, float]:
+    if window.since is not None:
+        since = window.since.timestamp()
+    else:
+        since = float(iv["start"].min()) if len(iv) else as_of
+    if window.until is not None:
+        until = window.until.timestamp()
+    else:
+        until = max(as_of, float(iv["bill_end"].max()) if len(iv) else as_of)
+    return since, max(until, since)
+
+
+def _storage_segments(
+    ck: pd.DataFrame,
+    query: ReportQuery,
+    key_specs: list[tuple[str, str]],
+    edges: np.ndarray,
+    horizon: float,
+    as_of: float,
+) -> pd.DataFrame | None:
+    if ck is None or len(ck) == 0:
+        return None
+    a = query.assumptions
+    ck = ck.reset_index(drop=True)
+    run_end = ck["run_ended_at"].to_numpy(dtype="float64")
+    per_run_horizon = np.fmin(np.where(np.isnan(run_end), as_of, run_end + a.checkpoint_retention_after_run_s), horizon)
+    start = ck["at"].to_numpy(dtype="float64")
+    end = np.minimum(checkpoint_retention(ck.assign(_h=per_run_horizon), a.checkpoint_keep_last, np.inf), per_run_horizon)
+    end = np.maximum(end, start)
+    rows, bucket = explode(start, end, edges)
+    rows_keep = end[rows] > start[rows]
+    rows, bucket = rows[rows_keep], bucket[rows_keep]
+    hours = overlap(start[rows], end[rows], edges[bucket], edges[bucket + 1]) / 3600.0
+    gb = ck["size_bytes"].to_numpy(dtype="float64")[rows] / 1e9
+    price = a.storage_price(ck["cloud"])[rows]
+    seg: dict[str, Any] = {src: ck[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
+    seg["run_id"] = ck["run_id"].to_numpy(dtype="object")[rows]
+    seg["_bucket"] = bucket
+    seg["x_CheckpointStorageCost"] = np.nan_to_num(gb * hours / HOURS_PER_MONTH * price)
+    seg["seg_start"] = np.maximum(start[rows], edges[bucket])
+    seg["seg_end"] = np.minimum(end[rows], edges[bucket + 1])
+    return pd.DataFrame(seg)
+
+
+_SUMS = (
+    "x_ComputeCost",
+    "ListComputeCost",
+    "x_CheckpointStorageCost",
+    "x_NodeHours",
+    "x_GpuHours",
+    "x_Preemptions",
+    "x_Attempts",
+    "x_RestartOverheadCost",
+    "x_PreemptionLossCost",
+    "x_IdleCost",
+)
+
+
+def _group(
+    segs: pd.DataFrame,
+    keys: list[str],
+    key_specs: list[tuple[str, str]],
+    time_key: str | None,
+    edges: np.ndarray,
+) -> pd.DataFrame:
+    for src, _ in key_specs:
+        segs[src] = segs[src].fillna(NONE_LABEL)
+    if keys:
+        g = segs.groupby(keys, sort=True, observed=True)
+        out = g[list(_SUMS)].sum()
+        out["seg_start"] = g["seg_start"].min()
+        out["seg_end"] = g["seg_end"].max()
+        out["x_Runs"] = g["run_id"].nunique()
+        out = out.reset_index()
+    else:
+        out = pd.DataFrame({c: [segs[c].sum()] for c in _SUMS})
+        out["seg_start"], out["seg_end"] = segs["seg_start"].min(), segs["seg_end"].max()
+        out["x_Runs"] = segs["run_id"].nunique()
+    if time_key:
+        b = out["_bucket"].to_numpy()
+        out["seg_start"], out["seg_end"] = edges[b], edges[b + 1]
+
+    res = pd.DataFrame(index=out.index)
+    for src, col in key_specs:
+        values = out[src]
+        res[col] = values.map(F.provider_name) if src == "cloud" else values
+    res[F.CHARGE_PERIOD_START] = pd.to_datetime(out["seg_start"].to_numpy(), unit="s", utc=True)
+    res[F.CHARGE_PERIOD_END] = pd.to_datetime(out["seg_end"].to_numpy(), unit="s", utc=True)
+    billed = out["x_ComputeCost"] + out["x_CheckpointStorageCost"]
+    res[F.BILLING_CURRENCY] = F.CURRENCY
+    res[F.BILLED_COST] = billed
+    res[F.EFFECTIVE_COST] = billed
+    res[F.LIST_COST] = out["ListComputeCost"] + out["x_CheckpointStorageCost"]
+    res[F.CONTRACTED_COST] = billed
+    res[F.CHARGE_CATEGORY] = "Usage"
+    res["x_ComputeCost"] = out["x_ComputeCost"]
+    res["x_CheckpointStorageCost"] = out["x_CheckpointStorageCost"]
+    res["x_SpotSavings"] = out["ListComputeCost"] - out["x_ComputeCost"]
+    res["x_WastedCost"] = out["x_RestartOverheadCost"] + out["x_PreemptionLossCost"] + out["x_IdleCost"]
+    for c in ("x_RestartOverheadCost", "x_PreemptionLossCost", "x_IdleCost", "x_NodeHours", "x_GpuHours"):
+        res[c] = out[c]
+    for c in ("x_Preemptions", "x_Attempts", "x_Runs"):
+        res[c] = out[c].astype("int64")
+    if not time_key:
+        res = res.sort_values([F.BILLED_COST, *[c for _, c in key_specs]], ascending=[False] + [True] * len(key_specs), kind="stable")
+    return res.reset_index(drop=True)
+
+
+def _add_attempt_dimensions(frame: pd.DataFrame, attempts: pd.DataFrame) -> pd.DataFrame:
+    """Per-attempt FOCUS dimensions for --by attempt (one row per attempt and period)."""
+    a = attempts.set_index("attempt_id")
+    ids = frame[F.X_ATTEMPT]
+    pick = a.reindex(ids.to_numpy())
+    frame = frame.copy()
+    frame[F.PROVIDER_NAME] = pick["cloud"].map(F.provider_name).to_numpy()
+    frame[F.REGION_ID] = pick["region"].to_numpy()
+    if "zone" in pick:
+        frame[F.AVAILABILITY_ZONE] = pick["zone"].to_numpy()
+    cluster = pick["cluster"].to_numpy() if "cluster" in pick else np.full(len(pick), None)
+    frame[F.RESOURCE_ID] = np.where(pd.isna(cluster), ids.to_numpy(), cluster)
+    frame[F.RESOURCE_TYPE] = "Virtual Machine"
+    frame[F.SERVICE_CATEGORY] = "Compute"
+    if "instance_type" in pick:
+        frame[F.SKU_ID] = pick["instance_type"].to_numpy()
+        frame[F.X_INSTANCE_TYPE] = pick["instance_type"].to_numpy()
+    if "accelerator" in pick:
+        frame[F.X_ACCELERATOR] = pick["accelerator"].to_numpy()
+    spot = pick["spot"].astype(bool).to_numpy()
+    frame[F.X_SPOT] = spot
+    frame[F.PRICING_CATEGORY] = np.where(spot, "Dynamic", "Standard")
+    frame[F.PRICING_UNIT] = "Hours"
+    frame[F.PRICING_QUANTITY] = frame["x_NodeHours"]
+    frame[F.X_UNIT_PRICE] = pick["price_usd_per_hour"].to_numpy()
+    od = pick["on_demand_price_usd_per_hour"].to_numpy(dtype="float64")
+    frame[F.LIST_UNIT_PRICE] = np.where(np.isnan(od), frame[F.X_UNIT_PRICE], od)
+    frame[F.X_PROJECT] = pick["project"].to_numpy()
+    frame[F.X_EXPERIMENT] = pick["experiment"].to_numpy()
+    frame[F.X_OWNER] = pick["owner"].to_numpy()
+    frame[F.X_COST_CENTER] = pick["cost_center"].to_numpy()
+    frame[F.X_RUN] = pick["run_id"].to_numpy()
+    if "tags" in pick:
+        frame[F.TAGS] = [json.dumps(t or {}, sort_keys=True) for t in pick["tags"].to_numpy()]
+    return frame

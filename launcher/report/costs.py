@@ -1,0 +1,264 @@
+"""How an attempt's cost is counted (pure pandas/numpy; no I/O).
+
+An attempt bills `num_nodes` machines at `price_usd_per_hour` each (per node) over its billed
+interval [started_at, bill_end):
+
+- bill_end is started_at + billed_seconds (the ledger's figure; ended_at - started_at by
+  default, up to the report's clock while the attempt is open), extended to the attempt's
+  `teardown` event when that comes later (the machines bill until they are gone).
+- Spot price history: `price` events on an attempt (data `price_usd_per_hour`) change the
+  per-node price from their time on; the cost is the piecewise integral.
+- List cost uses `on_demand_price_usd_per_hour` (the attempt's own price when unknown), so
+  spot savings = list cost - billed cost for compute.
+
+Waste is time billed without useful progress, each part an interval inside the billed one:
+- restart overhead (attempts after the first, i.e. recoveries): from started_at until the job
+  was running again: a `recovery` event on that attempt (its time, or its data's
+  `restart_overhead_seconds`), else the run's first `state_change` to `running` after the start.
+- preemption loss (end_reason preempted / node_lost): work since the attempt's last checkpoint
+  (or since the restart overhead ended when it never checkpointed) up to the attempt's end.
+- idle before teardown: from the job's end (ended_at) to bill_end.
+Waste is priced at the attempt's average hourly rate.
+
+Checkpoint storage (an estimate): each `checkpoint` event's size (data `size_bytes`) is stored
+from its time until the run's `keep_last`-th next checkpoint (older ones are assumed deleted);
+the newest ones are kept until 7 days after the run ended (never past the report's end or its
+clock), at `storage_usd_per_gb_month` for the attempt's cloud (GB = 1e9 bytes, a month = 730
+hours). Checkpoints without a size cost nothing.
+
+Every amount is split across the report's window and its day/month buckets by the overlap of
+each interval with the bucket, so an attempt that crosses midnight is shared between two days.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+PREEMPTED_REASONS = ("preempted", "node_lost")
+HOURS_PER_MONTH = 730.0
+# Standard-class object storage list prices, USD per GB-month (S3 us-east-1, GCS multi-region).
+DEFAULT_STORAGE_USD_PER_GB_MONTH: Mapping[str, float] = {"aws": 0.023, "gcp": 0.026, "local": 0.0}
+
+
+@dataclass(frozen=True)
+class CostAssumptions:
+    storage_usd_per_gb_month: Mapping[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_STORAGE_USD_PER_GB_MONTH)
+    )
+    default_storage_usd_per_gb_month: float = 0.023
+    checkpoint_keep_last: int = 3
+    checkpoint_retention_after_run_s: float = 7 * 86400.0
+
+    def storage_price(self, clouds: pd.Series) -> np.ndarray:
+        return (
+            clouds.map(dict(self.storage_usd_per_gb_month))
+            .astype("float64")
+            .fillna(self.default_storage_usd_per_gb_month)
+            .to_numpy()
+        )
+
+
+@dataclass(frozen=True)
+class EventFacts:
+    """What the report needs from events, already reduced.
+
+    per_attempt: index attempt_id; float epoch columns teardown_at, resume_at, last_ckpt_at and
+      overhead_s (explicit restart overhead), NaN where unknown.
+    checkpoints: one row per checkpoint event: attempt_id, run_id, at, size_bytes.
+    prices: one row per price change: attempt_id, at, price_usd_per_hour.
+    """
+
+    per_attempt: pd.DataFrame
+    checkpoints: pd.DataFrame
+    prices: pd.DataFrame
+
+    @classmethod
+    def empty(cls) -> EventFacts:
+        return cls(
+            per_attempt=pd.DataFrame(
+                {c: pd.Series(dtype="float64") for c in ("teardown_at", "resume_at", "last_ckpt_at", "overhead_s")},
+                index=pd.Index([], name="attempt_id", dtype="object"),
+            ),
+            checkpoints=pd.DataFrame(
+                {"attempt_id": pd.Series(dtype="object"), "run_id": pd.Series(dtype="object"),
+                 "at": pd.Series(dtype="float64"), "size_bytes": pd.Series(dtype="float64")}
+            ),
+            prices=pd.DataFrame(
+                {"attempt_id": pd.Series(dtype="object"), "at": pd.Series(dtype="float64"),
+                 "price_usd_per_hour": pd.Series(dtype="float64")}
+            ),
+        )  # fmt: skip
+
+
+def attempt_intervals(attempts: pd.DataFrame, facts: EventFacts, as_of: float) -> pd.DataFrame:
+    """Per attempt: billed interval, average rates and the waste intervals (all epoch seconds).
+
+    `attempts` has the ledger's attempt columns with started_at/ended_at as float epoch seconds.
+    Returns a frame aligned with `attempts` holding: start, job_end, bill_end, billed_s,
+    rate_usd_per_hour (all nodes, average over the billed interval), list_rate_usd_per_hour,
+    overhead_end, loss_start, preempted.
+    """
+    start = attempts["started_at"].to_numpy(dtype="float64")
+    ended = attempts["ended_at"].to_numpy(dtype="float64")
+    job_end = np.where(np.isnan(ended), np.maximum(as_of, start), ended)
+    billed = attempts["billed_seconds"].to_numpy(dtype="float64")
+    bill_end = np.where(np.isnan(billed), job_end, start + np.maximum(billed, 0.0))
+
+    pa = facts.per_attempt
+    if len(pa):
+        aligned = pa.reindex(attempts["attempt_id"].to_numpy())
+        teardown = aligned["teardown_at"].to_numpy(dtype="float64")
+        resume = aligned["resume_at"].to_numpy(dtype="float64")
+        explicit_overhead = aligned["overhead_s"].to_numpy(dtype="float64")
+        last_ckpt = aligned["last_ckpt_at"].to_numpy(dtype="float64")
+    else:
+        teardown = resume = explicit_overhead = last_ckpt = np.full(len(attempts), np.nan)
+    bill_end = np.fmax(bill_end, np.where(teardown > start, teardown, np.nan))
+    billed_s = bill_end - start
+
+    nodes = attempts["num_nodes"].to_numpy(dtype="float64")
+    price = attempts["price_usd_per_hour"].to_numpy(dtype="float64")
+    od = attempts["on_demand_price_usd_per_hour"].to_numpy(dtype="float64")
+    rate = price * nodes
+    if len(facts.prices):
+        rate = _apply_price_history(attempts, facts.prices, start, bill_end, price, nodes, rate)
+    list_rate = np.where(np.isnan(od), rate, od * nodes)
+
+    # restart overhead: only recoveries (seq > 1); explicit seconds win over event times
+    seq = attempts["seq"].to_numpy()
+    overhead_end = np.where(
+        np.isnan(explicit_overhead), resume, start + np.nan_to_num(explicit_overhead, nan=0.0)
+    )
+    overhead_end = np.where((seq > 1) & ~np.isnan(overhead_end), overhead_end, start)
+    overhead_end = np.clip(overhead_end, start, job_end)
+
+    reasons = attempts["end_reason"].to_numpy(dtype="object")
+    preempted = np.isin(reasons, PREEMPTED_REASONS) & ~np.isnan(ended)
+    useful_from = np.fmax(overhead_end, np.where(last_ckpt <= job_end, last_ckpt, np.nan))
+    loss_start = np.where(preempted, np.minimum(useful_from, job_end), job_end)
+
+    return pd.DataFrame(
+        {
+            "start": start,
+            "job_end": job_end,
+            "bill_end": bill_end,
+            "billed_s": billed_s,
+            "rate_usd_per_hour": rate,
+            "list_rate_usd_per_hour": list_rate,
+            "overhead_end": overhead_end,
+            "loss_start": loss_start,
+            "preempted": preempted,
+        },
+        index=attempts.index,
+    )
+
+
+def _apply_price_history(
+    attempts: pd.DataFrame,
+    prices: pd.DataFrame,
+    start: np.ndarray,
+    bill_end: np.ndarray,
+    price: np.ndarray,
+    nodes: np.ndarray,
+    rate: np.ndarray,
+) -> np.ndarray:
+    """Average all-node rate over the billed interval for attempts with price events (few)."""
+    rate = rate.copy()
+    pos = pd.Series(np.arange(len(attempts)), index=attempts["attempt_id"].to_numpy())
+    for attempt_id, changes in prices.sort_values("at").groupby("attempt_id", sort=False):
+        i = pos.get(attempt_id)
+        if i is None or isinstance(i, pd.Series):
+            continue
+        s, e = start[i], bill_end[i]
+        if e <= s:
+            continue
+        times = [s] + [t for t in changes["at"].tolist() if s < t < e] + [e]
+        values = [price[i]] + [p for t, p in zip(changes["at"].tolist(), changes["price_usd_per_hour"].tolist()) if s < t < e]
+        cost = sum((t1 - t0) * p for t0, t1, p in zip(times[:-1], times[1:], values))
+        rate[i] = cost / (e - s) * nodes[i]
+    return rate
+
+
+def overlap(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """Length of [a0, a1) ∩ [b0, b1), element-wise, never negative."""
+    return np.clip(np.minimum(a1, b1) - np.maximum(a0, b0), 0.0, None)
+
+
+def explode(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows x buckets: for intervals [start, end) and bucket edges e0 < e1 < ... < en, the
+    (row index, bucket index) pairs of every bucket each interval overlaps, rows ascending. An
+    interval of zero length lands in the bucket holding its start; intervals outside are dropped."""
+    nb = len(edges) - 1
+    s = np.maximum(start, edges[0])
+    e = np.minimum(end, edges[-1])
+    point = (start == end) & (start >= edges[0]) & (start < edges[-1])
+    keep = (e > s) | point
+    rows = np.flatnonzero(keep)
+    first = np.clip(np.searchsorted(edges, s[rows], side="right") - 1, 0, nb - 1)
+    last = np.where(point[rows], first, np.searchsorted(edges, e[rows], side="left") - 1)
+    last = np.clip(np.maximum(last, first), 0, nb - 1)
+    counts = last - first + 1
+    rep = np.repeat(np.arange(len(rows)), counts)
+    offsets = np.arange(len(rep)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rows[rep], first[rep] + offsets
+
+
+def compute_segments(
+    intervals: pd.DataFrame, attempts: pd.DataFrame, edges: np.ndarray, gpu_count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Money and hours of each attempt inside each bucket. Returns (row, bucket, measures)."""
+    iv = intervals
+    start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
+    rows, bucket = explode(start, bill_end, edges)
+    b0, b1 = edges[bucket], edges[bucket + 1]
+    s, e = start[rows], bill_end[rows]
+    job_end = iv["job_end"].to_numpy()[rows]
+    hours = overlap(s, e, b0, b1) / 3600.0
+    rate = iv["rate_usd_per_hour"].to_numpy()[rows]
+    list_rate = iv["list_rate_usd_per_hour"].to_numpy()[rows]
+    overhead_h = overlap(s, iv["overhead_end"].to_numpy()[rows], b0, b1) / 3600.0
+    loss_h = overlap(iv["loss_start"].to_numpy()[rows], np.minimum(job_end, e), b0, b1) / 3600.0
+    idle_h = overlap(np.minimum(job_end, e), e, b0, b1) / 3600.0
+    nodes = attempts["num_nodes"].to_numpy(dtype="float64")[rows]
+    preempted = iv["preempted"].to_numpy()[rows] & (job_end >= b0) & (job_end < b1)
+    first_bucket = bucket == bucket_first(rows, bucket)  # count each attempt once
+    cost = hours * rate
+    list_cost = hours * list_rate
+    measures = {
+        "x_ComputeCost": cost,
+        "ListComputeCost": list_cost,
+        "x_NodeHours": hours * nodes,
+        "x_GpuHours": hours * nodes * gpu_count[rows],
+        "x_Preemptions": preempted.astype("int64"),
+        "x_Attempts": first_bucket.astype("int64"),
+        "x_RestartOverheadCost": overhead_h * rate,
+        "x_PreemptionLossCost": loss_h * rate,
+        "x_IdleCost": idle_h * rate,
+        "seg_start": np.maximum(s, b0),
+        "seg_end": np.minimum(e, b1),
+    }
+    return rows, bucket, measures
+
+
+def bucket_first(rows: np.ndarray, bucket: np.ndarray) -> np.ndarray:
+    """For each exploded row, the first bucket of its source row (rows are grouped, ascending)."""
+    if len(rows) == 0:
+        return bucket
+    new = np.r_[True, rows[1:] != rows[:-1]]
+    idx = np.maximum.accumulate(np.where(new, np.arange(len(rows)), 0))
+    return bucket[idx]
+
+
+def checkpoint_retention(checkpoints: pd.DataFrame, keep_last: int, horizon: float) -> np.ndarray:
+    """End of each checkpoint's storage: the time of the run's keep_last-th next checkpoint, or
+    `horizon` (the report's end) for the newest ones. Aligned with `checkpoints` (any order)."""
+    if len(checkpoints) == 0:
+        return np.zeros(0)
+    order = checkpoints.sort_values(["run_id", "at"], kind="stable")
+    later = order.groupby("run_id", sort=False)["at"].shift(-max(1, keep_last))
+    end = later.fillna(horizon).clip(lower=order["at"])
+    return end.reindex(checkpoints.index).to_numpy(dtype="float64")
