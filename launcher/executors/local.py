@@ -1,0 +1,345 @@
+"""Run a task here: `num_nodes` ranks, each a process group (setsid) running `bash -c`.
+
+Layout (under the run directory `$LAUNCHER_HOME/runs/<run-id>/`):
+    logs/rank-N.log   stdout+stderr of rank N, appended across phases and attempts
+    procs.json        process groups of the running attempt (for `down` after a crash)
+
+Phases follow SkyPilot: `setup` runs on every rank; when all succeeded, `run` starts on every
+rank. A failing rank in `run` gets the others stopped (SIGTERM, grace, SIGKILL) so a DDP job
+does not hang. The job sees SkyPilot's variables plus ours (see `rank_env`).
+
+Jobs write straight to their log files (not through a pipe to the controller), so a job keeps
+running and logging when the controller dies; the terminal view tails those files
+(launcher.controller.logs).
+
+`image_id`: with podman installed each rank runs in `podman run --runtime runc --ulimit
+nofile=1024:1024 --pull never --network host` (local images only) with the workdir and
+checkpoint dir mounted at the same paths; without podman the job runs on the host and the
+result says `image_runtime="host"` (the controller records it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from launcher.atomic import atomic_write_text
+from launcher.executors.base import (
+    DEFAULT_GRACE_SECONDS,
+    PREEMPTED_EXIT_CODE,
+    ExecRequest,
+    ExecResult,
+    Execution,
+    Executor,
+    Outcome,
+    RankExit,
+)
+from launcher.providers.base import ClusterHandle
+
+PROCS_FILE = "procs.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_path(run_dir: Path, rank: int) -> Path:
+    return run_dir / "logs" / f"rank-{rank}.log"
+
+
+def rank_env(
+    request: ExecRequest,
+    rank: int,
+    *,
+    phase: str,
+    master_port: int,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of one rank: base env, PATH with this interpreter's directory first (so
+    `python` is the launcher's venv), the task's envs/secrets, then SkyPilot's and our variables
+    (ours win: a spec cannot fake its rank)."""
+    env = dict(os.environ if base is None else base)
+    py_dir = str(Path(sys.executable).parent)
+    env["PATH"] = py_dir + os.pathsep + env.get("PATH", "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update({k: str(v) for k, v in request.envs.items()})
+    ips = "\n".join(["127.0.0.1"] * request.num_nodes)
+    task_id = request.task_id or f"{request.run_id}-a{request.attempt}"
+    env.update(
+        {
+            "SKYPILOT_NODE_RANK": str(rank),
+            "SKYPILOT_NODE_IPS": ips,
+            "SKYPILOT_NUM_NODES": str(request.num_nodes),
+            "SKYPILOT_NUM_GPUS_PER_NODE": str(request.gpus_per_node),
+            "SKYPILOT_TASK_ID": task_id,
+            "LAUNCHER_RUN_ID": request.run_id,
+            "LAUNCHER_ATTEMPT": str(request.attempt),
+            "LAUNCHER_CLOUD": "local",
+            "LAUNCHER_PYTHON": sys.executable,
+            "LAUNCHER_PHASE": phase,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(master_port),
+        }
+    )
+    if phase == "setup":
+        env["SKYPILOT_SETUP_NODE_RANK"] = str(rank)
+        env["SKYPILOT_SETUP_NODE_IPS"] = ips
+    if request.checkpoint_dir is not None:
+        env["LAUNCHER_CHECKPOINT_DIR"] = str(request.checkpoint_dir)
+    return env
+
+
+def podman_argv(
+    podman: str,
+    image: str,
+    command: str,
+    *,
+    env: Mapping[str, str],
+    workdir: Path | None,
+    mounts: Sequence[Path],
+    name: str,
+    pass_env: Sequence[str],
+) -> list[str]:
+    """`podman run` for one rank (settings that work on this kind of host: runc, low ulimit)."""
+    argv = [
+        podman, "run", "--rm", "--name", name, "--runtime", "runc", "--ulimit", "nofile=1024:1024",
+        "--pull", "never", "--network", "host", "--init",
+    ]  # fmt: skip
+    for m in dict.fromkeys(str(p) for p in mounts):
+        argv += ["-v", f"{m}:{m}"]
+    if workdir is not None:
+        argv += ["-w", str(workdir)]
+    for k in pass_env:
+        if k in env:
+            argv += ["-e", f"{k}={env[k]}"]
+    return [*argv, image, "bash", "-c", command]
+
+
+def _proc_start_ticks(pid: int) -> int | None:
+    """Kernel start time of `pid` (guards against killing a recycled pid after a crash)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS) -> list[int]:
+    """Stop the process groups listed in `procs.json` (after a controller crash).
+
+    Only groups whose leader still has the recorded start time are signalled (a recycled pid
+    is left alone). Returns the pgids that were signalled.
+    """
+    try:
+        data = json.loads((run_dir / PROCS_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    targets = []
+    for p in data.get("procs", []):
+        pgid, ticks = int(p["pgid"]), p.get("start_ticks")
+        now_ticks = _proc_start_ticks(pgid)
+        if now_ticks is not None and ticks is not None and now_ticks != ticks:
+            continue  # the pid was reused by an unrelated process
+        if _signal_group(pgid, signal.SIGTERM):
+            targets.append(pgid)
+    deadline = time.monotonic() + grace_s
+    while targets and time.monotonic() < deadline and any(_group_alive(g) for g in targets):
+        time.sleep(0.05)
+    for g in targets:
+        _signal_group(g, signal.SIGKILL)
+    atomic_write_text(run_dir / PROCS_FILE, json.dumps({"procs": []}))
+    return targets
+
+
+class LocalExecution(Execution):
+    def __init__(
+        self,
+        request: ExecRequest,
+        *,
+        podman: str | None,
+        base_env: Mapping[str, str] | None,
+        clock=time.monotonic,
+    ) -> None:
+        self.request = request
+        self._podman = podman if request.image_id else None
+        self._base_env = base_env
+        self._clock = clock
+        self._master_port = free_port()
+        self._procs: dict[int, subprocess.Popen] = {}
+        self._exits: dict[int, int] = {}  # rank -> exit code of the current phase
+        self._result: ExecResult | None = None
+        self._stop_reason: Outcome | None = None  # CANCELLED | PREEMPTED once asked
+        self._kill_at: float | None = None
+        self._failed_first: RankExit | None = None
+        (request.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.phase = "setup" if request.setup else "run"
+        self._start_phase()
+
+    # ---- phases -------------------------------------------------------------------------------
+    def _start_phase(self) -> None:
+        command = self.request.setup if self.phase == "setup" else self.request.run
+        self._exits = {}
+        self._procs = {}
+        for rank in range(self.request.num_nodes):
+            self._procs[rank] = self._spawn(rank, command or "true")
+        self._write_procs()
+
+    def _spawn(self, rank: int, command: str) -> subprocess.Popen:
+        req = self.request
+        env = rank_env(req, rank, phase=self.phase, master_port=self._master_port, base=self._base_env)
+        cwd = req.workdir if req.workdir is not None and req.workdir.is_dir() else req.run_dir
+        if self._podman:
+            mounts = [p for p in (req.workdir, req.checkpoint_dir, req.run_dir) if p is not None]
+            pass_env = [k for k in env if k.startswith(("SKYPILOT_", "LAUNCHER_", "MASTER_")) or k in req.envs]
+            argv = podman_argv(
+                self._podman, req.image_id or "", command, env=env, workdir=req.workdir, mounts=mounts,
+                name=f"launcher-{req.run_id}-a{req.attempt}-r{rank}-{self.phase}", pass_env=pass_env,
+            )  # fmt: skip
+        else:
+            argv = ["bash", "-c", command]
+        with open(log_path(req.run_dir, rank), "ab", buffering=0) as log:
+            return subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: we signal the whole tree
+            )
+
+    def _write_procs(self) -> None:
+        procs = [
+            {"rank": r, "pgid": p.pid, "start_ticks": _proc_start_ticks(p.pid), "phase": self.phase}
+            for r, p in self._procs.items()
+            if p.returncode is None
+        ]
+        data = {"run_id": self.request.run_id, "attempt": self.request.attempt, "procs": procs}
+        atomic_write_text(self.request.run_dir / PROCS_FILE, json.dumps(data))
+
+    # ---- Execution ----------------------------------------------------------------------------
+    @property
+    def image_runtime(self) -> str:
+        return "podman" if self._podman else "host"
+
+    @property
+    def process_groups(self) -> tuple[int, ...]:
+        return tuple(p.pid for p in self._procs.values() if p.returncode is None)
+
+    def poll(self) -> ExecResult | None:
+        if self._result is not None:
+            return self._result
+        for rank, p in self._procs.items():
+            if rank not in self._exits:
+                rc = p.poll()
+                if rc is not None:
+                    self._exits[rank] = 128 - rc if rc < 0 else rc  # killed by signal N -> 128+N
+                    if self._exits[rank] != 0 and self._failed_first is None:
+                        self._failed_first = RankExit(rank, self.phase, self._exits[rank])
+        if self._failed_first is not None and self._stop_reason is None and self._kill_at is None:
+            # One rank failed: stop the others (a DDP peer would otherwise wait forever).
+            self._terminate_all(DEFAULT_GRACE_SECONDS)
+        if self._kill_at is not None and self._clock() >= self._kill_at:
+            for p in self._procs.values():
+                _signal_group(p.pid, signal.SIGKILL)
+        if len(self._exits) < len(self._procs):
+            return None
+        for p in self._procs.values():  # leftovers (background children) die with their rank
+            _signal_group(p.pid, signal.SIGKILL)
+        if self.phase == "setup" and self._failed_first is None and self._stop_reason is None:
+            self.phase = "run"
+            self._start_phase()
+            return None
+        self._result = self._make_result()
+        self.phase = "done"
+        self._write_procs()
+        return self._result
+
+    def _make_result(self) -> ExecResult:
+        ranks = tuple(RankExit(r, self.phase, self._exits.get(r)) for r in sorted(self._procs))
+        preempted_exit = any(x.exit_code == PREEMPTED_EXIT_CODE for x in ranks) and self.phase == "run"
+        if self._stop_reason is Outcome.PREEMPTED or (preempted_exit and self._stop_reason is None):
+            code = next((x.exit_code for x in ranks if x.exit_code), 0)
+            return ExecResult(Outcome.PREEMPTED, code, self.phase, ranks, self.image_runtime)
+        if self._stop_reason is Outcome.CANCELLED:
+            code = next((x.exit_code for x in ranks if x.exit_code), 0)
+            return ExecResult(Outcome.CANCELLED, code, self.phase, ranks, self.image_runtime)
+        first = self._failed_first
+        if first is not None:
+            outcome = Outcome.SETUP_FAILED if first.phase == "setup" else Outcome.FAILED
+            detail = f"rank {first.rank} {first.phase} exited with {first.exit_code}"
+            return ExecResult(outcome, first.exit_code, first.phase, ranks, self.image_runtime, detail)
+        return ExecResult(Outcome.SUCCEEDED, 0, self.phase, ranks, self.image_runtime)
+
+    def wait(self, timeout_s: float | None = None) -> ExecResult | None:
+        deadline = None if timeout_s is None else self._clock() + timeout_s
+        while True:
+            result = self.poll()
+            if result is not None or (deadline is not None and self._clock() >= deadline):
+                return result
+            time.sleep(0.02)
+
+    def _terminate_all(self, grace_s: float) -> None:
+        for p in self._procs.values():
+            if p.returncode is None:
+                _signal_group(p.pid, signal.SIGTERM)
+        if self._kill_at is None:
+            self._kill_at = self._clock() + grace_s
+
+    def notify_preemption(self, grace_s: float = DEFAULT_GRACE_SECONDS) -> None:
+        if self._result is None and self._stop_reason is None:
+            self._stop_reason = Outcome.PREEMPTED
+            self._terminate_all(grace_s)
+
+    def stop(self, grace_s: float = DEFAULT_GRACE_SECONDS) -> ExecResult:
+        if self._result is None:
+            if self._stop_reason is None:
+                self._stop_reason = Outcome.CANCELLED
+            self._terminate_all(grace_s)
+        result = self.wait(grace_s + 10.0)
+        if result is None:  # SIGKILL was sent; the kernel reaps shortly
+            result = self.wait(None)
+        return result
+
+
+class LocalExecutor(Executor):
+    name = "local"
+
+    def __init__(self, *, podman: str | None | bool = True, base_env: Mapping[str, str] | None = None) -> None:
+        """podman=True: use podman from PATH when an image is requested and podman exists;
+        a string: that podman binary; False/None: always run on the host."""
+        if podman is True:
+            podman = shutil.which("podman")
+        self.podman = podman or None
+        self.base_env = base_env
+
+    def start(self, request: ExecRequest, handle: ClusterHandle) -> LocalExecution:
+        return LocalExecution(request, podman=self.podman, base_env=self.base_env)

@@ -1,0 +1,139 @@
+"""The embedded local backend: this machine as a zero-cost, CPU-only "cloud".
+
+`provision` hands back `num_nodes` logical nodes on 127.0.0.1 (the local executor starts one
+process group per node); `terminate` has nothing to release (the executor stops processes).
+
+It can also act as *simulated spot capacity*: give it a `PreemptionSchedule` and it announces a
+preemption notice to the controller once an attempt has run for the scheduled number of seconds
+(the controller then delivers SIGTERM to the job, the job checkpoints and exits with
+PREEMPTED_EXIT_CODE, and the controller recovers on the next placement). With a schedule the
+local offer is marked `spot=True`, so policies see it as spot capacity.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+
+from launcher.providers.base import (
+    ClusterHandle,
+    ClusterRequest,
+    CredentialStatus,
+    InstanceInfo,
+    Node,
+    Provider,
+)
+from pricing.models import Offer
+
+LOCAL_CLOUD = "local"
+LOCAL_REGION = "local"
+LOCAL_INSTANCE_TYPE = "local-cpu"
+
+
+@dataclass(frozen=True)
+class PreemptionSchedule:
+    """Seconds of running time after which attempt i (0-based, on this provider) is preempted.
+
+    Attempts beyond the list are never preempted, so a schedule of N entries means N
+    preemptions and then a run to completion.
+    """
+
+    delays_s: tuple[float, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str, *, seed: int = 0, horizon_s: float = 60.0) -> PreemptionSchedule:
+        """'3' = three preemptions at seeded random times within `horizon_s` of each attempt's
+        start; '5,12.5,30' = the listed delays (seconds)."""
+        text = text.strip()
+        if "," not in text and text.isdigit():
+            return cls.random(int(text), seed=seed, horizon_s=horizon_s)
+        try:
+            delays = tuple(float(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"--simulate-preemptions takes N or a list of seconds like '5,12,30' (got {text!r})") from None
+        if not delays or any(d <= 0 for d in delays):
+            raise ValueError("preemption delays must be positive seconds")
+        return cls(delays)
+
+    @classmethod
+    def random(cls, n: int, *, seed: int = 0, horizon_s: float = 60.0) -> PreemptionSchedule:
+        rng = random.Random(seed)
+        lo = min(1.0, horizon_s / 2)
+        return cls(tuple(round(rng.uniform(lo, horizon_s), 3) for _ in range(n)))
+
+    def delay_for(self, attempt_index: int) -> float | None:
+        return self.delays_s[attempt_index] if 0 <= attempt_index < len(self.delays_s) else None
+
+
+def _memory_gib() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / (1024 * 1024), 1)
+    except OSError:
+        pass
+    return None
+
+
+class LocalProvider(Provider):
+    name = LOCAL_CLOUD
+
+    def __init__(self, preemptions: PreemptionSchedule | None = None) -> None:
+        self.preemptions = preemptions
+        self._provisioned = 0  # placements handed out by this provider object
+        self._attempt_index: dict[str, int] = {}  # cluster -> index into the schedule
+
+    # ---- offers -------------------------------------------------------------------------------
+    def offer(self) -> Offer:
+        """The one local offer: free, CPU only (no GPUs are exposed, even if present)."""
+        return Offer(
+            cloud=LOCAL_CLOUD,
+            region=LOCAL_REGION,
+            zone=None,
+            instance_type=LOCAL_INSTANCE_TYPE,
+            accelerator=None,
+            accelerator_count=0,
+            vcpus=float(os.cpu_count() or 1),
+            memory_gib=_memory_gib(),
+            gpu_memory_gib=None,
+            spot=self.preemptions is not None,
+            price_usd_per_hour=0.0,
+            on_demand_price_usd_per_hour=0.0,
+        )
+
+    # ---- Provider -----------------------------------------------------------------------------
+    def credentials(self) -> CredentialStatus:
+        return CredentialStatus(LOCAL_CLOUD, True, "always available")
+
+    def provision(self, request: ClusterRequest) -> ClusterHandle:
+        self._attempt_index[request.cluster] = self._provisioned
+        self._provisioned += 1
+        nodes = tuple(Node(instance_id=f"{request.cluster}-n{r}", ip="127.0.0.1", rank=r) for r in range(request.num_nodes))
+        return ClusterHandle(
+            cluster=request.cluster,
+            provider=LOCAL_CLOUD,
+            region=LOCAL_REGION,
+            zone=None,
+            nodes=nodes,
+        )
+
+    def terminate(self, handle: ClusterHandle) -> None:
+        """Nothing to release: the executor owns the processes. Idempotent."""
+        self._attempt_index.pop(handle.cluster, None)
+
+    def list_instances(self, tag_filter: dict[str, str] | None = None) -> list[InstanceInfo]:
+        """Local nodes are not billable machines; the reaper has nothing to find here."""
+        return []
+
+    # ---- simulated spot capacity --------------------------------------------------------------
+    def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
+        """A reason string once the cluster is due to be preempted, else None."""
+        if self.preemptions is None:
+            return None
+        idx = self._attempt_index.get(handle.cluster)
+        delay = self.preemptions.delay_for(idx) if idx is not None else None
+        if delay is not None and running_s >= delay:
+            return f"simulated preemption #{idx + 1} after {delay:g}s"
+        return None

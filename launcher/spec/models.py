@@ -1,0 +1,344 @@
+"""The task spec: SkyPilot's task YAML as users write it, plus our `launcher:` block.
+
+pydantic v2 with extra="forbid" everywhere, so a typo is an error with a "did you mean".
+Fields SkyPilot accepts that we do not use on the local backend (ports, labels, disk_tier ...)
+are still validated and kept, so the same file can be handed to SkyPilot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from launcher.errors import did_you_mean
+from launcher.spec.durations import parse_duration_seconds
+
+# Clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`); `local` is the embedded backend.
+SPEC_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "kubernetes", "local")
+_CLOUD_ALIASES = {"k8s": "kubernetes", "lambdalabs": "lambda", "google": "gcp", "amazon": "aws"}
+
+_Model = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def normalize_cloud(name: str) -> str:
+    key = name.strip().lower()
+    key = _CLOUD_ALIASES.get(key, key)
+    if key not in SPEC_CLOUDS:
+        hint = did_you_mean(name, SPEC_CLOUDS)
+        raise ValueError(f"unknown cloud {name!r}" + (f"; {hint}" if hint else f" (known: {', '.join(SPEC_CLOUDS)})"))
+    return key
+
+
+def parse_accelerators(value: Any) -> tuple[tuple[str, int], ...] | None:
+    """'A100:8' | 'A100' | {A100: 8, H100: 8} | ['A100:8', 'H100:8'] -> ((name, count), ...).
+
+    Several shapes mean "any of these". Names are normalized; unknown names raise ValueError
+    with a did-you-mean.
+    """
+    from pricing.gpus import KNOWN_GPUS, normalize_gpu_name
+
+    if value is None:
+        return None
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, str):
+        for part in value.split(","):
+            name, _, count = part.partition(":")
+            items.append((name, count or 1))
+    elif isinstance(value, dict):
+        items = [(str(k), 1 if v is None else v) for k, v in value.items()]
+    elif isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        items = list(value)  # already parsed (re-validation of a merged alternative)
+    elif isinstance(value, list | set | tuple):
+        for v in value:
+            if not isinstance(v, str):
+                raise ValueError(f"accelerator list items are strings like 'A100:8' (got {v!r})")
+            name, _, count = v.partition(":")
+            items.append((name, count or 1))
+    else:
+        raise ValueError(f"accelerators: write 'A100:8', {{A100: 8}} or a list of shapes (got {value!r})")
+    out: list[tuple[str, int]] = []
+    for name, count in items:
+        canon = normalize_gpu_name(name.strip()) if name.strip() else None
+        if canon is None:
+            hint = did_you_mean(name.strip(), KNOWN_GPUS)
+            raise ValueError(f"unknown GPU {name.strip()!r}" + (f"; {hint}" if hint else ""))
+        try:
+            n = float(count)
+        except (TypeError, ValueError):
+            raise ValueError(f"GPU count for {canon} must be a whole number >= 1 (got {count!r})") from None
+        if n < 1 or n != int(n):
+            raise ValueError(f"GPU count for {canon} must be a whole number >= 1 (got {count!r})")
+        out.append((canon, int(n)))
+    if not out:
+        raise ValueError("accelerators is empty")
+    return tuple(dict.fromkeys(out))
+
+
+def _parse_amount(value: Any, what: str) -> float | None:
+    """cpus/memory: 4, '4', '4+' (SkyPilot: '+' = at least). We treat every value as a minimum."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number like 4 or '4+'")
+    if isinstance(value, int | float):
+        amount = float(value)
+    elif isinstance(value, str) and value.strip().rstrip("+").replace(".", "", 1).isdigit():
+        amount = float(value.strip().rstrip("+"))
+    else:
+        raise ValueError(f"{what} must be a number like 4 or '4+' (got {value!r})")
+    if amount <= 0:
+        raise ValueError(f"{what} must be positive (got {value!r})")
+    return amount
+
+
+class Placement(BaseModel):
+    """Where: parsed from `infra` ('aws', 'aws/us-east-1', 'aws/us-east-1/us-east-1a', 'local')
+    or from cloud/region/zone."""
+
+    model_config = _Model
+    cloud: str | None = None  # None = any enabled cloud
+    region: str | None = None
+    zone: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.cloud == "local"
+
+
+class ResourceFields(BaseModel):
+    """One set of resources (the base block, or one `any_of` / `ordered` entry)."""
+
+    model_config = _Model
+
+    infra: str | None = None
+    cloud: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    accelerators: Any = None
+    accelerator_args: dict[str, Any] | None = None
+    instance_type: str | None = None
+    cpus: int | float | str | None = None
+    memory: int | float | str | None = None
+    use_spot: bool | None = None
+    job_recovery: str | dict[str, Any] | None = None
+    disk_size: int | None = Field(default=None, ge=1)
+    disk_tier: str | None = None
+    network_tier: str | None = None
+    ports: int | str | list[int | str] | None = None
+    labels: dict[str, str] | None = None
+    image_id: str | dict[str, str] | None = None
+    max_hourly_cost: float | None = Field(default=None, gt=0)
+    volumes: list[Any] | None = None
+    priority: int | None = None
+
+    @field_validator("accelerators")
+    @classmethod
+    def _accelerators(cls, v: Any) -> Any:
+        return parse_accelerators(v)
+
+    @field_validator("cloud")
+    @classmethod
+    def _cloud(cls, v: str | None) -> str | None:
+        return normalize_cloud(v) if v is not None else None
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus(cls, v: Any) -> Any:
+        _parse_amount(v, "cpus")
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: Any) -> Any:
+        _parse_amount(v, "memory")
+        return v
+
+    @field_validator("infra")
+    @classmethod
+    def _infra(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        parts = v.strip().split("/")
+        if len(parts) > 3 or not parts[0] or any(not p for p in parts):
+            raise ValueError(f"infra is CLOUD[/REGION[/ZONE]], e.g. 'aws/us-east-1' or 'local' (got {v!r})")
+        if parts[0] != "*":
+            normalize_cloud(parts[0])
+        if parts[0].lower() == "local" and len(parts) > 1:
+            raise ValueError("infra 'local' takes no region or zone")
+        return v.strip()
+
+    @model_validator(mode="after")
+    def _infra_xor_cloud(self) -> ResourceFields:
+        if self.infra is not None and any(x is not None for x in (self.cloud, self.region, self.zone)):
+            raise ValueError("use either `infra` or `cloud`/`region`/`zone`, not both")
+        return self
+
+    # ---- derived ------------------------------------------------------------------------------
+    def placement(self) -> Placement:
+        if self.infra is not None:
+            parts = self.infra.split("/")
+            cloud = None if parts[0] == "*" else normalize_cloud(parts[0])
+            return Placement(
+                cloud=cloud,
+                region=parts[1] if len(parts) > 1 else None,
+                zone=parts[2] if len(parts) > 2 else None,
+            )
+        return Placement(cloud=self.cloud, region=self.region, zone=self.zone)
+
+    @property
+    def min_vcpus(self) -> float | None:
+        return _parse_amount(self.cpus, "cpus")
+
+    @property
+    def min_memory_gib(self) -> float | None:
+        return _parse_amount(self.memory, "memory")
+
+    @property
+    def image(self) -> str | None:
+        if isinstance(self.image_id, dict):  # per-region images: any one names the image
+            return next(iter(self.image_id.values()), None)
+        return self.image_id
+
+
+class ResourcesSpec(ResourceFields):
+    """The `resources:` block: base fields plus `any_of` (cheapest wins) or `ordered`
+    (preference order honored)."""
+
+    any_of: list[ResourceFields] | None = None
+    ordered: list[ResourceFields] | None = None
+
+    @model_validator(mode="after")
+    def _one_list(self) -> ResourcesSpec:
+        if self.any_of is not None and self.ordered is not None:
+            raise ValueError("use either `any_of` or `ordered`, not both")
+        for lst in (self.any_of, self.ordered):
+            if lst is not None and not lst:
+                raise ValueError("`any_of` / `ordered` needs at least one entry")
+        return self
+
+    def alternatives(self) -> list[ResourceFields]:
+        """Each alternative is the base block overridden by one entry (entries override base
+        fields; an entry naming `infra` replaces the base's cloud/region/zone too)."""
+        base = self.model_dump(exclude={"any_of", "ordered"}, exclude_unset=True)
+        entries = self.any_of or self.ordered
+        if not entries:
+            return [ResourceFields(**base)]
+        out = []
+        for e in entries:
+            override = e.model_dump(exclude_unset=True)
+            merged = dict(base)
+            if "infra" in override:
+                for k in ("cloud", "region", "zone"):
+                    merged.pop(k, None)
+            if any(k in override for k in ("cloud", "region", "zone")):
+                merged.pop("infra", None)
+            merged.update(override)
+            out.append(ResourceFields(**merged))
+        return out
+
+    @property
+    def is_ordered(self) -> bool:
+        return self.ordered is not None
+
+
+class CheckpointSpec(BaseModel):
+    model_config = _Model
+    dir: str | None = None  # default: $LAUNCHER_HOME/runs/<run-id>/checkpoints (local)
+    interval: str | None = None  # duration, e.g. '10m'
+
+    @field_validator("interval", mode="before")
+    @classmethod
+    def _interval(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_duration_seconds(v)
+        return v
+
+    @property
+    def interval_minutes(self) -> float | None:
+        return parse_duration_seconds(self.interval) / 60.0 if self.interval else None
+
+
+class LauncherBlock(BaseModel):
+    """Our extensions (SkyPilot ignores none of these: strip the block before handing it over)."""
+
+    model_config = _Model
+    project: str = "default"
+    experiment: str | None = None
+    owner: str | None = None
+    cost_center: str | None = None
+    budget_usd: float | None = Field(default=None, gt=0)
+    deadline: str | None = None  # duration from launch, e.g. '6h'
+    expected_hours: float | None = Field(default=None, gt=0)
+    checkpoint: CheckpointSpec | None = None
+    max_price_usd_per_hour: float | None = Field(default=None, gt=0)
+    max_restarts: int = Field(default=3, ge=0)
+    recovery: str | None = None  # recovery policy name (launcher.policies.recovery)
+    seeds: dict[str, int] | None = None
+    data: list[str] | None = None  # paths hashed into the run's provenance
+    tags: dict[str, str] | None = None
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_duration_seconds(v)
+        return v
+
+    @property
+    def deadline_hours(self) -> float | None:
+        return parse_duration_seconds(self.deadline) / 3600.0 if self.deadline else None
+
+
+EnvValue = str | int | float | bool | None
+
+
+class TaskSpec(BaseModel):
+    model_config = _Model
+
+    name: str | None = None
+    workdir: str | None = None
+    num_nodes: int = Field(default=1, ge=1)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    envs: dict[str, EnvValue] = Field(default_factory=dict)
+    secrets: dict[str, EnvValue] = Field(default_factory=dict)
+    file_mounts: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
+    setup: str | None = None
+    run: str | None = None
+    config: dict[str, Any] | None = None  # SkyPilot per-task config overrides (kept, unused here)
+    event_callback: str | None = None
+    launcher: LauncherBlock = Field(default_factory=LauncherBlock)
+
+    @field_validator("envs", "secrets")
+    @classmethod
+    def _env_names(cls, v: dict[str, EnvValue]) -> dict[str, EnvValue]:
+        for k in v:
+            if not k or not (k[0].isalpha() or k[0] == "_") or not all(c.isalnum() or c == "_" for c in k):
+                raise ValueError(f"{k!r} is not a valid environment variable name")
+        return v
+
+    @model_validator(mode="after")
+    def _has_something_to_run(self) -> TaskSpec:
+        if not (self.run or self.setup):
+            raise ValueError("the task has neither `run` nor `setup`: nothing to launch")
+        overlap = set(self.envs) & set(self.secrets)
+        if overlap:
+            raise ValueError(f"{sorted(overlap)} appear in both `envs` and `secrets`")
+        return self
+
+    @property
+    def display_name(self) -> str:
+        return self.name or "task"
+
+    def env_strings(self) -> dict[str, str]:
+        """envs and secrets as the job sees them (None -> '', bools lowercase like YAML)."""
+        out: dict[str, str] = {}
+        for k, v in {**self.envs, **self.secrets}.items():
+            out[k] = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
+        return out
+
+    @property
+    def wants_gpu(self) -> bool:
+        """True when every alternative that is not explicitly `local` asks for a GPU."""
+        alts = [a for a in self.resources.alternatives() if not a.placement().is_local]
+        return bool(alts) and all(a.accelerators for a in alts)
