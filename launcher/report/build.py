@@ -114,7 +114,7 @@ def _edges(kind: str | None, since: float, until: float) -> np.ndarray:
     lo = lo.floor("D") if kind == "day" else lo.normalize().replace(day=1)
     hi = pd.Timestamp(until, unit="s", tz=UTC)
     rng = pd.date_range(lo, hi + (pd.Timedelta(days=1) if kind == "day" else pd.offsets.MonthBegin(1)), freq=freq)
-    edges = rng.asi8 / 1e9
+    edges = rng.as_unit("ms").asi8 / 1e3
     edges = edges[(edges > since) & (edges < until)]
     return np.concatenate([[since], edges, [until]]).astype("float64")
 
