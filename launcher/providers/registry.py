@@ -10,6 +10,9 @@ from launcher.providers.base import Provider
 # name -> "module:Class"
 _PROVIDERS: dict[str, str] = {
     "local": "launcher.providers.local:LocalProvider",
+    "aws": "launcher.providers.aws:AwsProvider",
+    "gcp": "launcher.providers.gcp:GcpProvider",
+    "fake": "launcher.providers.fake:FakeProvider",
 }
 
 KNOWN_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "local")

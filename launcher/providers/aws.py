@@ -1,0 +1,385 @@
+"""AWS provider (boto3, imported lazily): credentials, managed instances across regions,
+idempotent termination, CloudWatch idle signals. Clusters are provisioned by infra/ (Pulumi).
+
+Endpoints: boto3 honours the standard `AWS_ENDPOINT_URL` (and per-service variants), which is
+how tests point it at a real moto_server; `endpoint_url=` overrides it explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from launcher.errors import CredentialsError, ProviderError
+from launcher.providers.base import (
+    MANAGED_BY_TAG,
+    MANAGED_BY_VALUE,
+    ClusterHandle,
+    ClusterRequest,
+    CredentialStatus,
+    IdleSignals,
+    InstanceInfo,
+    Provider,
+)
+from launcher.providers.notice import AWS_NOTICE, PreemptionNoticeSource
+
+# Regions with broad GPU capacity; scanned when neither `regions=` nor LAUNCHER_AWS_REGIONS is set.
+# `regions="all"` asks EC2 DescribeRegions instead.
+DEFAULT_GPU_REGIONS = (
+    "us-east-1",
+    "us-east-2",
+    "us-west-2",
+    "ca-central-1",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-central-1",
+    "eu-north-1",
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-south-1",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "sa-east-1",
+)
+REGIONS_ENV = "LAUNCHER_AWS_REGIONS"
+
+# EC2 instance states -> our normalized ones. `shutting-down` is on its way out (no more billing).
+_STATE = {
+    "pending": "pending",
+    "running": "running",
+    "stopping": "stopping",
+    "stopped": "stopped",
+    "shutting-down": "terminated",
+    "terminated": "terminated",
+}
+LIVE_EC2_STATES = ["pending", "running", "stopping", "stopped"]
+SPOT_RECLAIM_CODE = "Server.SpotInstanceTermination"
+
+# CloudWatch: CPU from the hypervisor; GPU only where the CloudWatch agent publishes nvidia_smi
+# metrics (one series per GPU, dimensions InstanceId + index + name + ...).
+CPU_NAMESPACE, CPU_METRIC = "AWS/EC2", "CPUUtilization"
+GPU_NAMESPACE, GPU_METRIC = "CWAgent", "nvidia_smi_utilization_gpu"
+_MAX_QUERIES = 500  # GetMetricData limit per call
+
+# Credential sources as botocore names them -> what we tell the user.
+_SOURCES = {
+    "env": "environment variables (AWS_ACCESS_KEY_ID)",
+    "shared-credentials-file": "shared credentials file",
+    "config-file": "AWS config file",
+    "iam-role": "instance IAM role (IMDS)",
+    "container-role": "container IAM role",
+    "assume-role": "assume-role profile",
+    "sso": "SSO profile",
+}
+
+
+class AwsProvider(Provider):
+    name = "aws"
+
+    def __init__(
+        self,
+        regions: Sequence[str] | str | None = None,
+        *,
+        endpoint_url: str | None = None,
+        max_workers: int = 8,
+        retry_mode: str = "adaptive",
+        max_attempts: int = 8,
+        page_size: int = 500,
+        clock: Callable[[], datetime] | None = None,
+        session: Any = None,
+    ) -> None:
+        self._regions_arg = regions
+        self.endpoint_url = endpoint_url
+        self.max_workers = max_workers
+        self.retry_mode = retry_mode
+        self.max_attempts = max_attempts
+        self.page_size = page_size  # EC2 MaxResults (5..1000), counted in reservations
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self._session = session
+        self._clients: dict[tuple[str, str], Any] = {}
+
+    # ---- plumbing -----------------------------------------------------------------------------
+    def _boto_session(self) -> Any:
+        if self._session is None:
+            try:
+                import boto3
+            except ImportError as e:  # pragma: no cover - depends on the install
+                raise ProviderError("boto3 is not installed", hint="pip install 'gpu-launcher[aws]'") from e
+            self._session = boto3.Session()
+        return self._session
+
+    def client(self, service: str, region: str) -> Any:
+        """A cached boto3 client with retries on throttling (botocore retry modes)."""
+        key = (service, region)
+        if key not in self._clients:
+            from botocore.config import Config
+
+            cfg = Config(retries={"mode": self.retry_mode, "max_attempts": self.max_attempts})
+            kwargs: dict[str, Any] = {"region_name": region, "config": cfg}
+            if self.endpoint_url:
+                kwargs["endpoint_url"] = self.endpoint_url
+            self._clients[key] = self._boto_session().client(service, **kwargs)
+        return self._clients[key]
+
+    def regions(self) -> list[str]:
+        arg = self._regions_arg
+        if arg is None and os.environ.get(REGIONS_ENV):
+            arg = os.environ[REGIONS_ENV]
+            arg = "all" if arg.strip() == "all" else [r.strip() for r in arg.split(",") if r.strip()]
+        if arg == "all":
+            resp = self._api(lambda: self.client("ec2", self._home_region()).describe_regions())
+            return sorted(r["RegionName"] for r in resp["Regions"])
+        if arg is None:
+            return list(DEFAULT_GPU_REGIONS)
+        return [arg] if isinstance(arg, str) else list(arg)
+
+    def _home_region(self) -> str:
+        return self._boto_session().region_name or "us-east-1"
+
+    @staticmethod
+    def _api(call: Callable[[], Any], *, ok_codes: tuple[str, ...] = ()) -> Any:
+        """Run one API call; botocore already retried throttling. Map failures to ProviderError."""
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        try:
+            return call()
+        except NoCredentialsError as e:
+            raise CredentialsError("no AWS credentials found", hint="set AWS_PROFILE or AWS_ACCESS_KEY_ID") from e
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if code in ok_codes:
+                return None
+            raise ProviderError(f"AWS {e.operation_name} failed: {code}: {e.response['Error'].get('Message', '')}") from e
+        except BotoCoreError as e:
+            raise ProviderError(f"AWS call failed: {e}") from e
+
+    # ---- Provider -----------------------------------------------------------------------------
+    def credentials(self, *, verify: bool = False) -> CredentialStatus:
+        """Where credentials are. Default: files and env only (launcher.providers.detect, no
+        boto3, no network). verify=True lets boto3 resolve them (incl. SSO and instance roles)
+        and asks STS whose they are."""
+        endpoint = self.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+        suffix = f"; endpoint {endpoint}" if endpoint else ""
+        if not verify:
+            from launcher.providers.detect import enabled_clouds
+
+            status = enabled_clouds()["aws"]
+            source = status.source if endpoint is None or endpoint in status.source else status.source + suffix
+            return CredentialStatus(self.name, status.enabled, source)
+        try:
+            session = self._boto_session()
+            creds = session.get_credentials()
+        except ProviderError as e:
+            return CredentialStatus(self.name, False, e.message)
+        if creds is None:
+            return CredentialStatus(self.name, False, "no credentials in env, shared file, config or instance role")
+        source = _SOURCES.get(creds.method, creds.method)
+        if creds.method in ("shared-credentials-file", "config-file", "assume-role", "sso"):
+            source += f" (profile {session.profile_name})"
+        ident = self._api(lambda: self.client("sts", self._home_region()).get_caller_identity())
+        return CredentialStatus(self.name, True, source + suffix, ident["Account"])
+
+    def provision(self, request: ClusterRequest) -> ClusterHandle:
+        stacks = _infra_stacks()
+        return stacks.up(request)
+
+    def terminate(self, handle: ClusterHandle) -> None:
+        if handle.stack:
+            _infra_stacks().destroy(handle)
+            return
+        # No stack (an orphan or a half-made cluster): terminate its instances directly.
+        for node in handle.nodes:
+            self.terminate_instance(handle.region, node.instance_id)
+
+    def list_instances(self, tag_filter: dict[str, str] | None = None) -> list[InstanceInfo]:
+        regions = self.regions()
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(regions)) or 1) as pool:
+            per_region = list(pool.map(lambda r: self._list_region(r, tag_filter), regions))
+        return [inst for chunk in per_region for inst in chunk]
+
+    def _list_region(self, region: str, tag_filter: dict[str, str] | None) -> list[InstanceInfo]:
+        want = {MANAGED_BY_TAG: MANAGED_BY_VALUE, **(tag_filter or {})}
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in want.items()]
+        filters.append({"Name": "instance-state-name", "Values": LIVE_EC2_STATES})
+        paginator = self.client("ec2", region).get_paginator("describe_instances")
+        out: list[InstanceInfo] = []
+
+        def pages() -> None:
+            # Pages count reservations, not instances (moto and EC2 alike); one run_instances
+            # call of N instances is one reservation.
+            for page in paginator.paginate(Filters=filters, PaginationConfig={"PageSize": self.page_size}):
+                for res in page["Reservations"]:
+                    out.extend(_to_info(inst, region) for inst in res["Instances"])
+
+        self._api(pages)
+        # Tag filters are ANDed by EC2; check again so a lax endpoint cannot widen the set.
+        return [i for i in out if all(i.tags.get(k) == v for k, v in want.items())]
+
+    def _describe(self, region: str, instance_id: str) -> dict | None:
+        resp = self._api(
+            lambda: self.client("ec2", region).describe_instances(InstanceIds=[instance_id]),
+            ok_codes=("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"),
+        )
+        if not resp:
+            return None
+        for res in resp["Reservations"]:
+            for inst in res["Instances"]:
+                return inst
+        return None
+
+    def instance_state(self, region: str, instance_id: str) -> str | None:
+        inst = self._describe(region, instance_id)
+        return _STATE.get(inst["State"]["Name"], inst["State"]["Name"]) if inst else None
+
+    def was_preempted(self, region: str, instance_id: str) -> bool:
+        inst = self._describe(region, instance_id)
+        return bool(inst and inst.get("StateReason", {}).get("Code") == SPOT_RECLAIM_CODE)
+
+    def terminate_instance(self, region: str, instance_id: str) -> None:
+        """Idempotent: an unknown or already-terminated instance is success."""
+        self._api(
+            lambda: self.client("ec2", region).terminate_instances(InstanceIds=[instance_id]),
+            ok_codes=("InvalidInstanceID.NotFound",),
+        )
+
+    def stop_instance(self, region: str, instance_id: str) -> None:
+        self._api(
+            lambda: self.client("ec2", region).stop_instances(InstanceIds=[instance_id]),
+            ok_codes=("InvalidInstanceID.NotFound", "IncorrectInstanceState"),
+        )
+
+    def tag_instance(self, region: str, instance_id: str, tags: dict[str, str]) -> None:
+        self._api(
+            lambda: self.client("ec2", region).create_tags(
+                Resources=[instance_id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+            )
+        )
+
+    def untag_instance(self, region: str, instance_id: str, keys: list[str]) -> None:
+        self._api(
+            lambda: self.client("ec2", region).delete_tags(Resources=[instance_id], Tags=[{"Key": k} for k in keys])
+        )
+
+    def preemption_notice_source(self) -> PreemptionNoticeSource:
+        return AWS_NOTICE
+
+    # ---- idle signals (CloudWatch) --------------------------------------------------------------
+    def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
+        return self.idle_signals_many([instance], window_minutes)[instance.instance_id]
+
+    def idle_signals_many(self, instances: Sequence[InstanceInfo], window_minutes: int) -> dict[str, IdleSignals]:
+        """Average CPU and GPU utilization over the window, batched per region (500 queries a call).
+
+        GPU: the busiest GPU's average (one busy GPU means the machine is busy). None where the
+        CloudWatch agent publishes no nvidia_smi metrics."""
+        end = self.clock()
+        start = end - timedelta(minutes=window_minutes)
+        period = 60 if window_minutes <= 180 else 300
+        by_region: dict[str, list[InstanceInfo]] = {}
+        for inst in instances:
+            by_region.setdefault(inst.region, []).append(inst)
+        result: dict[str, IdleSignals] = {}
+        for region, insts in by_region.items():
+            result.update(self._idle_region(region, insts, start, end, period))
+        return result
+
+    def _idle_region(self, region, insts, start, end, period) -> dict[str, IdleSignals]:
+        cw = self.client("cloudwatch", region)
+        queries: list[dict] = []
+        owner: dict[str, tuple[str, str]] = {}  # query id -> (instance id, "cpu"|"gpu")
+        for n, inst in enumerate(insts):
+            qid = f"c{n}"
+            queries.append(_metric_query(qid, CPU_NAMESPACE, CPU_METRIC, [("InstanceId", inst.instance_id)], period))
+            owner[qid] = (inst.instance_id, "cpu")
+            for m, dims in enumerate(self._gpu_series(cw, inst.instance_id)):
+                qid = f"g{n}_{m}"
+                queries.append(_metric_query(qid, GPU_NAMESPACE, GPU_METRIC, dims, period))
+                owner[qid] = (inst.instance_id, "gpu")
+        values: dict[str, list[float]] = {q["Id"]: [] for q in queries}
+        for i in range(0, len(queries), _MAX_QUERIES):
+            batch = queries[i : i + _MAX_QUERIES]
+            kwargs = {"MetricDataQueries": batch, "StartTime": start, "EndTime": end}
+            self._api(lambda: _collect_metric_data(cw, kwargs, values))
+        out: dict[str, IdleSignals] = {}
+        for inst in insts:
+            cpu = [v for q, vs in values.items() if owner[q] == (inst.instance_id, "cpu") for v in vs]
+            gpu_avgs = [
+                sum(vs) / len(vs) for q, vs in values.items() if owner[q] == (inst.instance_id, "gpu") and vs
+            ]
+            gpu_samples = sum(len(vs) for q, vs in values.items() if owner[q] == (inst.instance_id, "gpu"))
+            out[inst.instance_id] = IdleSignals(
+                gpu_utilization_pct=max(gpu_avgs) if gpu_avgs else None,
+                cpu_utilization_pct=sum(cpu) / len(cpu) if cpu else None,
+                samples=len(cpu) + gpu_samples,
+            )
+        return out
+
+    def _gpu_series(self, cw, instance_id: str) -> list[list[tuple[str, str]]]:
+        """Dimension sets of the agent's GPU series for this instance (one per GPU)."""
+        resp = self._api(
+            lambda: cw.list_metrics(
+                Namespace=GPU_NAMESPACE,
+                MetricName=GPU_METRIC,
+                Dimensions=[{"Name": "InstanceId", "Value": instance_id}],
+            )
+        )
+        return [[(d["Name"], d["Value"]) for d in m["Dimensions"]] for m in resp.get("Metrics", [])]
+
+
+def _metric_query(qid: str, namespace: str, metric: str, dims: list[tuple[str, str]], period: int) -> dict:
+    return {
+        "Id": qid,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": namespace,
+                "MetricName": metric,
+                "Dimensions": [{"Name": k, "Value": v} for k, v in dims],
+            },
+            "Period": period,
+            "Stat": "Average",
+        },
+        "ReturnData": True,
+    }
+
+
+def _collect_metric_data(cw, kwargs: dict, values: dict[str, list[float]]) -> None:
+    token = None
+    while True:
+        resp = cw.get_metric_data(**kwargs, **({"NextToken": token} if token else {}))
+        for r in resp["MetricDataResults"]:
+            values[r["Id"]].extend(r.get("Values", []))
+        token = resp.get("NextToken")
+        if not token:
+            return
+
+
+def _to_info(inst: dict, region: str) -> InstanceInfo:
+    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+    placement = inst.get("Placement", {})
+    return InstanceInfo(
+        provider="aws",
+        region=region,
+        zone=placement.get("AvailabilityZone"),
+        instance_id=inst["InstanceId"],
+        instance_type=inst.get("InstanceType", ""),
+        state=_STATE.get(inst["State"]["Name"], inst["State"]["Name"]),
+        # The `instance-lifecycle` filter is not supported everywhere (moto); the field is.
+        spot=inst.get("InstanceLifecycle") == "spot",
+        tags=tags,
+        launched_at=inst.get("LaunchTime"),
+    )
+
+
+def _infra_stacks():
+    """infra.stacks (Pulumi Automation API) owns cluster lifecycles; imported lazily."""
+    try:
+        from infra import stacks
+    except ImportError as e:
+        raise ProviderError(
+            "cluster provisioning needs infra.stacks (Pulumi programs), which is not available",
+            hint="install with pip install 'gpu-launcher[pulumi]'",
+        ) from e
+    return stacks
