@@ -85,3 +85,44 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+
+
+@dataclass(frozen=True)
+class CloudCatalogStatus:
+    cloud: str
+    kind: str
+    path: str
+    as_of: str | None
+    age_hours: float | None
+    origin: str | None
+    spot_overlay: str | None  # fetched-at of live AWS spot prices in use, if any
+
+
+def catalog_status(
+    catalog_dir: Path | None, cache_dir: Path, now: datetime | None = None
+) -> list[CloudCatalogStatus]:
+    """Source and age of each cloud's catalog as `load_catalog` would resolve it now."""
+    now = now or datetime.now(UTC)
+    out = []
+    for cloud, src in sorted(resolve_sources(catalog_dir, cache_dir).items()):
+        overlay = None
+        if src.spot_overlay is not None:
+            overlay = _read_json(src.spot_overlay.with_suffix(".meta.json")).get("fetched_at") or "present"
+        out.append(
+            CloudCatalogStatus(
+                cloud, src.kind, str(src.path), src.as_of, _age_hours(src.as_of, now), src.origin, overlay
+            )
+        )
+    return out
+
+
+def _age_hours(as_of: str | None, now: datetime) -> float | None:
+    if not as_of:
+        return None
+    try:
+        t = datetime.fromisoformat(as_of)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return round((now - t).total_seconds() / 3600.0, 2)

@@ -34,3 +34,44 @@ def write_csv(path: Path, header: list[str], rows: list[list], newline: str = "\
         w.writerow(header)
         w.writerows(rows)
     return path
+
+
+class StaticServer:
+    """A real HTTP server on 127.0.0.1 serving a folder; `delay_s` makes every answer slow."""
+
+    def __init__(self, root: Path, delay_s: float = 0.0):
+        import functools
+        import threading
+        import time
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(SimpleHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                if delay_s:
+                    time.sleep(delay_s)
+                super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        self.requests = 0
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def serve_layout(shared_data: Path, root: Path, schema: str = "v8") -> Path:
+    """root/catalogs/<schema>/<cloud>/vms.csv from the real slices, plus the advisor feed."""
+    layout_slices(shared_data, root / "catalogs" / schema)
+    shutil.copyfile(shared_data / "spot-advisor-data.json", root / "spot-advisor-data.json")
+    return root
