@@ -12,15 +12,13 @@ next to the SQLite file or a PostgreSQL advisory lock, so concurrent first opens
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
 
-from launcher.errors import ConflictError, LauncherError
+from launcher.errors import BadInputError, ConflictError
 
 # The newest revision in migrations/versions (test_migrations checks it matches the scripts).
 SCHEMA_HEAD = "0001"
@@ -31,7 +29,7 @@ WRITE = {"ledger_write": True}  # execution option: begin IMMEDIATE on SQLite
 
 
 def sqlite_path(url: str) -> Path | None:
-    u = make_url(url)
+    u = make_url(normalize_url(url))
     if u.get_backend_name() != "sqlite":
         return None
     db = u.database
@@ -40,20 +38,33 @@ def sqlite_path(url: str) -> Path | None:
     return Path(db).expanduser()
 
 
+def normalize_url(url: str) -> str:
+    """postgres:// and postgresql:// use psycopg 3 (the driver we ship), not psycopg2."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
 def make_engine(url: str) -> Engine:
-    u = make_url(url)
+    url = normalize_url(url)
+    try:
+        u = make_url(url)
+    except Exception as e:  # ArgumentError: not a URL at all
+        raise BadInputError(f"malformed ledger URL {url!r}: {e}") from e
     backend = u.get_backend_name()
     if backend == "sqlite":
         path = sqlite_path(url)
         if path is None:
-            raise LauncherError(f"unsupported SQLite ledger URL {url!r}: use a file path")
+            raise BadInputError(f"unsupported SQLite ledger URL {url!r}: use sqlite:///PATH")
         path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         _sqlite_events(engine)
         return engine
     if backend == "postgresql":
         return create_engine(u, pool_pre_ping=True, pool_size=2, max_overflow=4)
-    raise LauncherError(
+    raise BadInputError(
         f"unsupported ledger database {backend!r}",
         hint="use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB in LAUNCHER_DB_URL",
     )
@@ -137,15 +148,3 @@ def _pg_upgrade_locked(engine: Engine) -> None:
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_LOCK_KEY})
             conn.commit()
-
-
-def retry_locked(fn: Any, attempts: int = 5) -> Any:
-    """Retry a callable on SQLite 'database is locked' that outlived the busy timeout."""
-    for i in range(attempts):
-        try:
-            return fn()
-        except OperationalError as e:
-            if "locked" not in str(e) or i == attempts - 1:
-                raise
-            time.sleep(0.05 * (2**i))
-    raise AssertionError("unreachable")

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from launcher.errors import BadInputError, ConflictError, NotFoundError, ProviderError, did_you_mean
 from launcher.ledger import models as m
-from launcher.ledger.engine import WRITE, ensure_schema, make_engine
+from launcher.ledger.engine import WRITE, ensure_schema, make_engine, normalize_url
 from launcher.ledger.records import (
     TERMINAL_RUN_STATES,
     AttemptRecord,
@@ -68,7 +68,7 @@ class Ledger:
     def __init__(self, url: str | None = None, *, now: Callable[[], datetime] = utc_now) -> None:
         from launcher.paths import db_url
 
-        self._url = url or db_url()
+        self._url = normalize_url(url or db_url())
         self._now = now
         self._engine = make_engine(self._url)
         self._write_engine = self._engine.execution_options(**WRITE)

@@ -49,8 +49,11 @@ class epoch_seconds(FunctionElement[float]):
 
 @compiles(epoch_seconds, "sqlite")
 def _epoch_sqlite(element: epoch_seconds, compiler: Any, **kw: Any) -> str:
+    # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds from strftime, the fraction
+    # from the text, exact to the microsecond (julianday() would lose ~10 us).
     (arg,) = list(element.clauses)
-    return f"((julianday({compiler.process(arg, **kw)}) - 2440587.5) * 86400.0)"
+    x = compiler.process(arg, **kw)
+    return f"(CAST(strftime('%s', {x}) AS INTEGER) + COALESCE(CAST(substr({x}, 20) AS REAL), 0.0))"
 
 
 @compiles(epoch_seconds)

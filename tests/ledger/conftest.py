@@ -1,0 +1,67 @@
+"""Ledger fixtures: every core test runs on SQLite and, when LAUNCHER_TEST_PG_URL is set, on a
+real PostgreSQL server in a schema of its own (so tests are independent and xdist-safe)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from launcher.ledger import Ledger
+
+PG_URL = os.environ.get("LAUNCHER_TEST_PG_URL")
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    def __init__(self, start: datetime = T0) -> None:
+        self.t = start
+
+    def __call__(self) -> datetime:
+        return self.t
+
+    def advance(self, **kw: float) -> datetime:
+        self.t += timedelta(**kw)
+        return self.t
+
+
+def _pg_schema_url(base: str) -> Iterator[str]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    schema = "t_" + uuid.uuid4().hex[:12]
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger_url(request, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+        return
+    if not PG_URL:
+        pytest.skip("LAUNCHER_TEST_PG_URL is not set")
+    yield from _pg_schema_url(PG_URL)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def ledger(ledger_url: str, clock: FakeClock) -> Iterator[Ledger]:
+    with Ledger(ledger_url, now=clock) as led:
+        yield led
