@@ -1,1 +1,171 @@
-"""Commands: report (placeholder until implemented)."""
+"""Commands: `launcher report` (cost by experiment/project/... from the ledger),
+`launcher report reconcile` (ledger vs cloud bill) and `launcher budget status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from launcher.cli.app import app
+
+report_app = typer.Typer(
+    help="Cost from the ledger grouped by experiment, project, owner, cost center, cloud, day or month (FOCUS columns).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+budget_app = typer.Typer(help="Budgets per project/owner ($LAUNCHER_HOME/budgets.yaml).", no_args_is_help=True)
+app.add_typer(report_app, name="report")
+app.add_typer(budget_app, name="budget")
+
+_SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".html": "html", ".htm": "html"}
+
+
+def _as_of(value: str | None):
+    from datetime import UTC, datetime
+
+    from launcher.report.periods import parse_time
+
+    return parse_time(value, flag="--as-of") if value else datetime.now(UTC)
+
+
+def _pick_format(fmt: str | None, output: Path | None, json_out: bool) -> str:
+    from launcher.errors import BadInputError
+    from launcher.report.formats import check_format
+
+    if json_out:
+        if fmt not in (None, "json"):
+            raise BadInputError("--json conflicts with --format " + fmt)
+        fmt = "json"
+    if fmt is None:
+        fmt = _SUFFIX_FORMATS.get(output.suffix.lower(), "csv") if output is not None else "table"
+    fmt = check_format(fmt, output)
+    if fmt == "table" and output is not None:
+        raise BadInputError("--format table prints to the terminal", hint="use csv, parquet, json or html with --output")
+    return fmt
+
+
+@report_app.callback()
+def report(
+    ctx: typer.Context,
+    by: str = typer.Option("experiment", "--by", help="experiment|project|owner|cost-center|cloud|region|run|attempt|day|month; combine with commas, e.g. project,day."),
+    since: str | None = typer.Option(None, "--since", help="Start, YYYY-MM-DD or ISO-8601 time (UTC)."),
+    until: str | None = typer.Option(None, "--until", help="End: a date includes that day; a time is exclusive."),
+    month: str | None = typer.Option(None, "--month", help="A calendar month YYYY-MM (instead of --since/--until)."),
+    fmt: str | None = typer.Option(None, "--format", "-f", help="table|csv|parquet|json|html (default: table, or from --output's suffix)."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write to FILE (atomically) instead of stdout."),
+    json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
+    as_of: str | None = typer.Option(None, "--as-of", help="Count open attempts up to this time (default: now)."),
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    import sys
+
+    from launcher.cli.render import info, print_table
+    from launcher.ledger import Ledger
+    from launcher.report import ReportQuery, build_report
+    from launcher.report.build import parse_by
+    from launcher.report.formats import display_frame, render, write
+    from launcher.report.periods import parse_window
+
+    # every flag is checked before the ledger is opened
+    keys = parse_by(by)
+    window = parse_window(since, until, month)
+    kind = _pick_format(fmt, output, json_out)
+    now = _as_of(as_of)
+    with Ledger() as led:
+        result = build_report(led, ReportQuery(by=keys, window=window), now=now)
+    if output is not None:
+        size = write(result, kind, output)
+        info(f"wrote {len(result.frame)} rows ({size:,} bytes, {kind}) to {output}")
+        return
+    if kind == "table":
+        shown = display_frame(result.frame)
+        rows = [list(r) for r in shown.itertuples(index=False)]
+        t = result.totals()
+        if rows:
+            total = ["TOTAL"] + [""] * (len(shown.columns) - 1)
+            for i, c in enumerate(shown.columns):
+                if c in t and i > 0:
+                    total[i] = f"{t[c]:,.2f}" if "Cost" in c or c == "x_SpotSavings" or c.endswith("Hours") else str(int(t[c]))
+            rows.append(total)
+        w = result.window
+        print_table(f"cost by {','.join(keys)}, {w.since:%Y-%m-%d %H:%M} to {w.until:%Y-%m-%d %H:%M} UTC (USD)", list(shown.columns), rows)
+        if not rows:
+            info("no attempts in this period")
+        return
+    sys.stdout.buffer.write(render(result, kind))
+    sys.stdout.flush()
+
+
+@report_app.command("reconcile")
+def reconcile_cmd(
+    month: str = typer.Option(..., "--month", help="The billing month YYYY-MM."),
+    aws: bool = typer.Option(False, "--aws", help="Compare with AWS Cost Explorer (grouped by the experiment tag)."),
+    gcp_export: Path | None = typer.Option(None, "--gcp-export", help="GCP billing export rows (BigQuery schema) as JSON lines or CSV."),
+    tolerance_pct: float = typer.Option(1.0, "--tolerance-pct", help="Differences within this percentage count as ok."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_of: str | None = typer.Option(None, "--as-of", help="Count open attempts up to this time (default: now)."),
+) -> None:
+    from launcher.cli.render import info, print_json, print_table
+    from launcher.errors import BadInputError
+    from launcher.ledger import Ledger
+    from launcher.report.periods import month_window
+    from launcher.report.reconcile import reconcile
+
+    window = month_window(month)
+    if not aws and gcp_export is None:
+        raise BadInputError("nothing to reconcile against", hint="pass --aws and/or --gcp-export FILE")
+    if gcp_export is not None and not gcp_export.is_file():
+        raise BadInputError(f"GCP billing export {gcp_export} does not exist")
+    if tolerance_pct < 0:
+        raise BadInputError("--tolerance-pct must not be negative")
+    now = _as_of(as_of)
+    with Ledger() as led:
+        result = reconcile(led, window, month, aws=aws, gcp_export=gcp_export, tolerance_pct=tolerance_pct, now=now)
+    rows = result.as_dicts()
+    if json_out:
+        print_json({"month": month, "tolerance_pct": tolerance_pct, "rows": rows})
+        return
+    table = [
+        (r["provider"], r["experiment"], f"{r['ledger_usd']:,.2f}", f"{r['bill_usd']:,.2f}", f"{r['diff_usd']:+,.2f}",
+         "" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%", r["status"])
+        for r in rows
+    ]  # fmt: skip
+    print_table(f"ledger vs bill, {month} (USD; diff = bill - ledger)", ["provider", "experiment", "ledger", "bill", "diff", "diff %", "status"], table)
+    info(f"{len(result.mismatches)} of {len(rows)} experiments differ by more than {tolerance_pct:g}%")
+
+
+@budget_app.command("status")
+def budget_status_cmd(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_of: str | None = typer.Option(None, "--as-of", help="The month of this time (default: now)."),
+) -> None:
+    """Spend this month against each budget."""
+    from launcher.budgets import budget_status, budgets_path, load_budgets
+    from launcher.cli.render import info, print_json, print_table
+    from launcher.ledger import Ledger
+
+    config = load_budgets()
+    now = _as_of(as_of)
+    if not config.budgets:
+        if json_out:
+            print_json([])
+        info(f"no budgets configured (write {budgets_path()})")
+        return
+    with Ledger() as led:
+        statuses = budget_status(led, now, config)
+    if json_out:
+        print_json([s.as_dict() for s in statuses])
+        return
+
+    def usd(v: float | None) -> str:
+        return "" if v is None else f"{v:,.2f}"
+
+    rows = [
+        (s.budget, s.month, usd(s.spent_usd), usd(s.monthly_limit_usd), usd(s.remaining_usd),
+         "" if s.used_pct is None else f"{s.used_pct:.0f}%", usd(s.burn_usd_per_hour),
+         usd(s.hourly_burn_limit_usd_per_hour), s.state)
+        for s in statuses
+    ]  # fmt: skip
+    print_table("budgets (USD)", ["budget", "month", "spent", "monthly limit", "left", "used", "burn $/h", "burn limit $/h", "state"], rows)

@@ -87,6 +87,7 @@ class ReportResult:
     query: ReportQuery
     window: Window  # the effective window (open ends closed by the data and the clock)
     as_of: datetime
+    data: LedgerData | None = field(default=None, repr=False, compare=False)  # for derived views
 
     def totals(self) -> dict[str, float]:
         cols = ["BilledCost", "ListCost", *[m for m in F.MEASURES if m != "x_Runs"]]
@@ -146,7 +147,8 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
     if "attempt" in by:
         frame = _add_attempt_dimensions(frame, attempts)
     window = Window(datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC))
-    return ReportResult(frame=frame, query=query, window=window, as_of=datetime.fromtimestamp(data.as_of, UTC))
+    as_of = datetime.fromtimestamp(data.as_of, UTC)
+    return ReportResult(frame=frame, query=query, window=window, as_of=as_of, data=data)
 
 
 def _effective_window(window: Window, iv: pd.DataFrame, as_of: float) -> tuple[float, float]:

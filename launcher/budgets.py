@@ -1,0 +1,283 @@
+"""Budgets per project (optionally per project and owner): a monthly limit and an hourly burn
+limit, in `$LAUNCHER_HOME/budgets.yaml`:
+
+    budgets:
+      - project: vision
+        monthly_limit_usd: 2000
+        hourly_burn_limit_usd_per_hour: 40
+      - project: vision
+        owner: alice
+        monthly_limit_usd: 500
+        stop_runs_at_limit: true   # default: the controller stops runs once the month is spent
+
+Spend is the ledger's compute spend (`Ledger.spend_usd`: billed hours x price x nodes, open
+attempts up to the ledger's clock) in the calendar month (UTC) of `now`. A run matches a
+project budget by project, and a project+owner budget when the owner matches too; every
+matching budget must allow a plan.
+
+- `check_plan(...)` is called by `launch` before anything is provisioned (refuse when the
+  expected cost exceeds what is left, or the new price would push the burn rate over its limit).
+- `should_stop(ledger, run_id, now)` is polled by the controller: a reason string when the run
+  crossed its own `budget_usd` or a matching budget's monthly limit (it then stops the run
+  after a checkpoint).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from launcher.errors import BudgetExceededError, SpecError, did_you_mean
+from launcher.paths import home
+
+WARN_FRACTION = 0.8
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    project: str = Field(min_length=1)
+    owner: str | None = None
+    monthly_limit_usd: float | None = Field(default=None, gt=0)
+    hourly_burn_limit_usd_per_hour: float | None = Field(default=None, gt=0)
+    stop_runs_at_limit: bool = True
+
+    @model_validator(mode="after")
+    def _has_a_limit(self) -> Budget:
+        if self.monthly_limit_usd is None and self.hourly_burn_limit_usd_per_hour is None:
+            raise ValueError("set monthly_limit_usd and/or hourly_burn_limit_usd_per_hour")
+        return self
+
+    @property
+    def name(self) -> str:
+        return f"{self.project}/{self.owner}" if self.owner else self.project
+
+    def matches(self, project: str, owner: str | None) -> bool:
+        return self.project == project and (self.owner is None or self.owner == owner)
+
+
+class BudgetsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budgets: list[Budget] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> BudgetsConfig:
+        seen: set[tuple[str, str | None]] = set()
+        for b in self.budgets:
+            key = (b.project, b.owner)
+            if key in seen:
+                raise ValueError(f"budget {b.name!r} is listed twice")
+            seen.add(key)
+        return self
+
+    def matching(self, project: str, owner: str | None) -> list[Budget]:
+        return [b for b in self.budgets if b.matches(project, owner)]
+
+
+def budgets_path() -> Path:
+    return home() / "budgets.yaml"
+
+
+def load_budgets(path: Path | None = None) -> BudgetsConfig:
+    """The budgets file, or no budgets when it does not exist. SpecError when malformed."""
+    import yaml
+
+    path = path or budgets_path()
+    if not path.exists():
+        return BudgetsConfig()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from e
+    if raw is None:
+        return BudgetsConfig()
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: expected a mapping with a `budgets:` list")
+    try:
+        return BudgetsConfig.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        hint = None
+        if err["type"] == "extra_forbidden":
+            field = str(err["loc"][-1])
+            known = Budget.model_fields if len(err["loc"]) > 1 else BudgetsConfig.model_fields
+            hint = did_you_mean(field, known)
+        raise SpecError(f"{path}: {loc}: {err['msg']}", hint=hint) from e
+
+
+def month_start(now: datetime) -> datetime:
+    now = now.astimezone(UTC)
+    return datetime(now.year, now.month, 1, tzinfo=UTC)
+
+
+def _spent(ledger: Any, b: Budget, now: datetime) -> float:
+    return float(ledger.spend_usd(project=b.project, owner=b.owner, since=month_start(now), until=now))
+
+
+def _burn(ledger: Any, b: Budget) -> float:
+    return float(ledger.burn_rate_usd_per_hour(project=b.project, owner=b.owner))
+
+
+def remaining_usd(
+    ledger: Any, project: str, owner: str | None, now: datetime, config: BudgetsConfig | None = None
+) -> float | None:
+    """What is left this month under every matching monthly limit (the smallest), or None
+    when no matching budget has a monthly limit."""
+    config = config if config is not None else load_budgets()
+    left = [b.monthly_limit_usd - _spent(ledger, b, now) for b in config.matching(project, owner) if b.monthly_limit_usd]
+    return min(left) if left else None
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    ok: bool
+    remaining_usd: float | None  # this month, under the tightest matching budget; None = no limit
+    reason: str | None = None  # why not ok
+    budget: str | None = None  # the budget that refused (or the tightest one)
+    burn_usd_per_hour: float | None = None  # open attempts' current burn, with the tightest burn limit
+    burn_limit_usd_per_hour: float | None = None
+
+    def raise_if_refused(self) -> None:
+        if not self.ok:
+            raise BudgetExceededError(self.reason or "over budget", hint=self.summary())
+
+    def summary(self) -> str:
+        if self.remaining_usd is None and self.burn_limit_usd_per_hour is None:
+            return "no budget applies"
+        parts = []
+        if self.remaining_usd is not None:
+            parts.append(f"${max(0.0, self.remaining_usd):,.2f} left this month ({self.budget})")
+        if self.burn_limit_usd_per_hour is not None:
+            parts.append(f"burn ${self.burn_usd_per_hour or 0:,.2f}/h of ${self.burn_limit_usd_per_hour:,.2f}/h")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_plan(
+    ledger: Any,
+    project: str,
+    owner: str | None,
+    expected_cost_usd: float,
+    price_usd_per_hour: float,
+    now: datetime,
+    config: BudgetsConfig | None = None,
+) -> BudgetCheck:
+    """May a plan with this expected cost and hourly price (all nodes) start now?"""
+    config = config if config is not None else load_budgets()
+    matching = config.matching(project, owner)
+    if not matching:
+        return BudgetCheck(ok=True, remaining_usd=None)
+    tightest: tuple[float, Budget] | None = None
+    burn: tuple[float, float, Budget] | None = None  # (headroom, current burn, budget)
+    refusal: tuple[str, Budget] | None = None
+    for b in matching:
+        if b.monthly_limit_usd is not None:
+            spent = _spent(ledger, b, now)
+            left = b.monthly_limit_usd - spent
+            if tightest is None or left < tightest[0]:
+                tightest = (left, b)
+            if expected_cost_usd > left and refusal is None:
+                refusal = (
+                    f"expected cost ${expected_cost_usd:,.2f} exceeds the ${max(0.0, left):,.2f} left in budget "
+                    f"{b.name!r} (${b.monthly_limit_usd:,.2f}/month, ${spent:,.2f} spent in {now:%Y-%m})",
+                    b,
+                )
+        if b.hourly_burn_limit_usd_per_hour is not None:
+            current = _burn(ledger, b)
+            headroom = b.hourly_burn_limit_usd_per_hour - current
+            if burn is None or headroom < burn[0]:
+                burn = (headroom, current, b)
+            if current + price_usd_per_hour > b.hourly_burn_limit_usd_per_hour and refusal is None:
+                refusal = (
+                    f"${price_usd_per_hour:,.2f}/h would raise budget {b.name!r}'s burn rate from "
+                    f"${current:,.2f}/h over its ${b.hourly_burn_limit_usd_per_hour:,.2f}/h limit",
+                    b,
+                )
+    named = refusal[1] if refusal else (tightest[1] if tightest else None)
+    return BudgetCheck(
+        ok=refusal is None,
+        remaining_usd=tightest[0] if tightest else None,
+        reason=refusal[0] if refusal else None,
+        budget=named.name if named else None,
+        burn_usd_per_hour=burn[1] if burn else None,
+        burn_limit_usd_per_hour=burn[2].hourly_burn_limit_usd_per_hour if burn else None,
+    )
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    budget: str
+    project: str
+    owner: str | None
+    month: str
+    spent_usd: float
+    monthly_limit_usd: float | None
+    remaining_usd: float | None
+    used_pct: float | None
+    burn_usd_per_hour: float
+    hourly_burn_limit_usd_per_hour: float | None
+    state: str  # ok | warning (>= 80% used or burn at its limit) | exceeded
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def budget_status(ledger: Any, now: datetime, config: BudgetsConfig | None = None) -> list[BudgetStatus]:
+    config = config if config is not None else load_budgets()
+    out = []
+    for b in config.budgets:
+        spent = _spent(ledger, b, now)
+        burn = _burn(ledger, b)
+        limit = b.monthly_limit_usd
+        used = 100.0 * spent / limit if limit else None
+        state = "ok"
+        if (limit and spent >= limit) or (b.hourly_burn_limit_usd_per_hour and burn > b.hourly_burn_limit_usd_per_hour):
+            state = "exceeded"
+        elif (limit and spent >= WARN_FRACTION * limit) or (
+            b.hourly_burn_limit_usd_per_hour and burn >= b.hourly_burn_limit_usd_per_hour
+        ):
+            state = "warning"
+        out.append(
+            BudgetStatus(
+                budget=b.name, project=b.project, owner=b.owner, month=f"{now:%Y-%m}", spent_usd=spent,
+                monthly_limit_usd=limit, remaining_usd=(limit - spent) if limit else None, used_pct=used,
+                burn_usd_per_hour=burn, hourly_burn_limit_usd_per_hour=b.hourly_burn_limit_usd_per_hour,
+                state=state,
+            )  # fmt: skip
+        )
+    return out
+
+
+def should_stop(ledger: Any, run_id: str, now: datetime, config: BudgetsConfig | None = None) -> str | None:
+    """Why the controller should stop this run now (after a checkpoint), or None.
+
+    Hard limits: the run's own `budget_usd`, and the monthly limit of each matching budget
+    with `stop_runs_at_limit`. Burn limits only refuse new plans; they never stop a run.
+    """
+    run = ledger.get_run(run_id)
+    if run.is_terminal:
+        return None
+    if run.budget_usd is not None:
+        spent = float(ledger.run_spend_usd(run_id))
+        if spent >= run.budget_usd:
+            return f"run {run_id} has spent ${spent:,.2f} of its ${run.budget_usd:,.2f} budget"
+    config = config if config is not None else load_budgets()
+    for b in config.matching(run.project, run.owner):
+        if b.monthly_limit_usd is None or not b.stop_runs_at_limit:
+            continue
+        spent = _spent(ledger, b, now)
+        if spent >= b.monthly_limit_usd:
+            return (
+                f"budget {b.name!r} is spent: ${spent:,.2f} of ${b.monthly_limit_usd:,.2f} in {now:%Y-%m}"
+            )
+    return None
