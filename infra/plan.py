@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,7 +124,9 @@ def run_under_mocks(program: Callable[[], None], *, project: str, stack: str) ->
     from pulumi.runtime.sync_await import _sync_await
 
     recorder = _Recorder()
-    with _LOCK:
+    with _LOCK, warnings.catch_warnings():
+        # The provider SDKs warn about their own deprecated aliases as their modules load.
+        warnings.simplefilter("ignore", DeprecationWarning)
         pulumi.runtime.set_mocks(_mocks_class()(recorder), project=project, stack=stack, preview=False)
         SETTINGS.rpc_manager.clear()
         SETTINGS.outputs.clear()
@@ -206,3 +209,24 @@ def resource_plan(spec: ClusterInfraSpec) -> list[PlannedResource]:
             )
         )
     return out
+
+
+def plan_document(spec: ClusterInfraSpec, plan: list[PlannedResource]) -> dict[str, Any]:
+    """The plan as one JSON-ready document (what `--dry-run --json` prints)."""
+    from infra.naming import PULUMI_PROJECT
+    from infra.tags import to_gcp_labels
+
+    doc: dict[str, Any] = {
+        "stack": spec.stack_name,
+        "pulumi_project": PULUMI_PROJECT,
+        "cloud": spec.cloud,
+        "region": spec.region,
+        "zone": spec.zone,
+        "num_nodes": spec.num_nodes,
+        "spot": spec.spot,
+        "tags": dict(spec.tags),
+    }
+    if spec.cloud == "gcp":
+        doc["labels"] = to_gcp_labels(spec.tags)
+    doc["resources"] = [r.to_dict() for r in plan]
+    return doc
