@@ -1,1 +1,192 @@
-"""Commands: launch (placeholder until implemented)."""
+"""`launch SPEC`: parse, plan, check the budget, confirm, run (or detach). `--resume RUN`
+continues a run whose controller died.
+
+Output: the plan and progress go to stderr, the job's log lines to stdout (so
+`launch ... > out.txt` captures exactly the job's output); `--detach` prints the run id on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from launcher.cli.app import GLOBALS, app
+from launcher.errors import BadInputError, ExitCode, JobFailedError, LauncherError, RefusedError
+
+
+class RunCancelledError(LauncherError):
+    exit_code = ExitCode.INTERRUPTED
+
+
+@app.command("launch")
+def launch(
+    spec: Path | None = typer.Argument(None, help="Task spec (SkyPilot task YAML + a `launcher:` block)."),
+    cheapest: bool = typer.Option(False, "--cheapest", help="Take the best expected-cost offer without asking which."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write and start nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    detach: bool = typer.Option(False, "--detach", "-d", help="Run the controller in the background; print the run id."),
+    cloud: list[str] = typer.Option([], "--cloud", help="Only these clouds (repeatable), e.g. --cloud local."),
+    spot: bool | None = typer.Option(None, "--spot/--on-demand", help="Only spot / only on-demand offers."),
+    catalog_dir: Path | None = typer.Option(None, "--catalog-dir", help="Catalogs in DIR/<cloud>/vms.csv."),
+    resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a run whose controller died."),
+    simulate_preemptions: str | None = typer.Option(
+        None,
+        "--simulate-preemptions",
+        metavar="N|S1,S2,..",
+        help="Local backend as spot capacity: N preemptions at seeded random times, or one per listed second count (seconds into each attempt).",
+    ),
+    simulate_seed: int = typer.Option(0, "--simulate-seed", help="Seed for --simulate-preemptions N."),
+    grace_seconds: float = typer.Option(10.0, "--grace-seconds", help="SIGTERM-to-SIGKILL grace when stopping a job."),
+) -> None:
+    """Launch a task on the cheapest suitable capacity (local backend included)."""
+    from launcher.cli.render import info
+
+    if resume:
+        if spec is not None:
+            raise BadInputError("give either a SPEC or --resume RUN, not both")
+        _resume(resume, detach=detach)
+        return
+    if spec is None:
+        raise BadInputError("missing task spec", hint="launch task_specs/quickstart.yaml --cheapest --yes")
+
+    from launcher.controller.recovery import recovery_policy
+    from launcher.controller.runner import LaunchOptions
+    from launcher.planning import Overrides, make_plan, plan_lines
+    from launcher.providers.local import PreemptionSchedule
+    from launcher.spec import load_spec
+
+    # Everything that can be wrong with the input is checked before anything is written.
+    loaded = load_spec(spec)
+    recovery_policy(loaded.spec.launcher.recovery)
+    if simulate_preemptions is not None:
+        try:
+            PreemptionSchedule.parse(simulate_preemptions)
+        except ValueError as e:
+            raise BadInputError(str(e)) from None
+    if loaded.workdir is not None and not loaded.workdir.is_dir():
+        raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory", hint="workdir is relative to the spec file")
+    clouds = _clouds(cloud)
+    plan = make_plan(
+        loaded,
+        overrides=Overrides(clouds=clouds, spot=spot),
+        catalog_dir=catalog_dir or GLOBALS.catalog_dir,
+        local_offer=_local_offer(simulate_preemptions),
+    )
+    for line in plan_lines(plan):
+        info(line)
+    plan.budget.enforce()
+    if dry_run:
+        info("dry run: nothing was launched or recorded")
+        return
+    if not yes:
+        plan = _confirm(plan, ask_which=not cheapest)
+
+    from launcher.controller.runner import prepare_run, spawn_detached
+    from launcher.ledger import Ledger
+
+    options = LaunchOptions(simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, grace_s=grace_seconds)
+    with Ledger() as ledger:
+        run_id = prepare_run(loaded, plan, options, ledger)
+        if detach:
+            pid = spawn_detached(run_id)
+            info(f"run {run_id} started in the background (controller pid {pid}); follow it with: launcher logs {run_id} --follow")
+            sys.stdout.write(run_id + "\n")
+            return
+        info(f"run {run_id}")
+        _run_foreground(run_id, ledger, num_nodes=plan.num_nodes, mode="foreground")
+
+
+def _clouds(values: list[str]) -> tuple[str, ...] | None:
+    from launcher.spec.models import normalize_cloud
+
+    out = []
+    for v in values:
+        for c in v.split(","):
+            try:
+                out.append(normalize_cloud(c))
+            except ValueError as e:
+                raise BadInputError(f"--cloud: {e}") from None
+    return tuple(out) or None
+
+
+def _local_offer(simulate: str | None):
+    from launcher.providers.local import LocalProvider, PreemptionSchedule
+
+    return LocalProvider(PreemptionSchedule((1.0,)) if simulate else None).offer()
+
+
+def _confirm(plan, *, ask_which: bool):
+    """Ask on the terminal (or read one line from piped stdin). No answer -> refuse."""
+    from dataclasses import replace
+
+    from launcher.cli.render import info
+    from launcher.planning import offer_label
+
+    top = plan.candidates[:9] if ask_which else plan.candidates[:1]
+    if ask_which and len(top) > 1:
+        for i, c in enumerate(top, 1):
+            info(f"  [{i}] {offer_label(c.scored.offer)}  ~${c.scored.expected_cost_usd * plan.num_nodes:,.2f}")
+        prompt = f"Launch which? [1-{len(top)}, Enter = 1, n = cancel] "
+    else:
+        prompt = "Launch? [Y/n] "
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    answer = sys.stdin.readline() if sys.stdin is not None else ""
+    if answer == "":
+        raise RefusedError("no answer to the confirmation prompt (stdin is closed)", hint="pass --yes to launch without asking")
+    answer = answer.strip().lower()
+    if answer in ("n", "no", "q"):
+        raise RefusedError("launch cancelled at the prompt")
+    if answer in ("", "y", "yes"):
+        return plan
+    if ask_which and answer.isdigit() and 1 <= int(answer) <= len(top):
+        k = int(answer) - 1
+        cands = (plan.candidates[k], *plan.candidates[:k], *plan.candidates[k + 1 :])
+        return replace(plan, candidates=cands)
+    raise RefusedError(f"unrecognized answer {answer!r}; nothing launched")
+
+
+def _resume(target: str, *, detach: bool) -> None:
+    from launcher.cli.render import info
+    from launcher.controller.runner import check_resumable, load_job, spawn_detached
+    from launcher.ledger import Ledger
+
+    with Ledger() as ledger:
+        run = check_resumable(ledger, target)
+        job, _, _ = load_job(run.run_id, ledger)  # fails early when the run dir is unusable
+        info(f"resuming run {run.run_id} (was {run.state})")
+        if detach:
+            pid = spawn_detached(run.run_id)
+            info(f"controller pid {pid}")
+            sys.stdout.write(run.run_id + "\n")
+            return
+        _run_foreground(run.run_id, ledger, num_nodes=job.spec.num_nodes, mode="resume", from_start=False)
+
+
+def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_start: bool = True) -> None:
+    from launcher.cli.render import info
+    from launcher.controller.logs import LogFollower
+    from launcher.controller.runner import run_controller, run_dir
+
+    def out(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    follower = LogFollower(run_dir(run_id), out, multi=num_nodes > 1, from_start=from_start).start()
+    try:
+        result = run_controller(run_id, ledger, mode=mode, notify=lambda m: info(f"[launcher] {m}"))
+    finally:
+        follower.stop()
+    cost = ledger.run_spend_usd(run_id)
+    info(f"[launcher] run {run_id}: {result.state}" + (f" ({result.end_reason})" if result.end_reason else "") + f", {result.attempts} attempt(s), cost ${cost:,.4f}")
+    if result.state == "succeeded":
+        return
+    if result.state == "failed":
+        why = "setup failed" if result.end_reason == "setup_failed" else "job failed"
+        code = f" with exit code {result.exit_code}" if result.exit_code is not None else ""
+        raise JobFailedError(f"run {run_id}: {why}{code}", hint=f"see `launcher logs {run_id}`")
+    if result.state == "budget_stopped":
+        raise RefusedError(f"run {run_id} was stopped: its budget was spent")
+    raise RunCancelledError(f"run {run_id} was cancelled")

@@ -1,1 +1,282 @@
-"""Commands: runs (placeholder until implemented)."""
+"""Commands: `launcher status`, `launcher runs list|show`, `launcher logs`, `launcher down`.
+
+Read commands take `--json`. They open the ledger only when it exists, so they never create
+state on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+
+from launcher.cli.app import app
+
+runs_app = typer.Typer(help="Past and current runs.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+def _ledger_or_none():
+    from launcher import paths
+
+    url = paths.db_url()
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+        return None
+    from launcher.ledger import Ledger
+
+    return Ledger()
+
+
+def _need_ledger():
+    led = _ledger_or_none()
+    if led is None:
+        from launcher.errors import NotFoundError
+
+        raise NotFoundError("no runs yet (the ledger does not exist)", hint="launch task_specs/quickstart.yaml --cheapest --yes")
+    return led
+
+
+def _age(dt: datetime | None) -> str:
+    if dt is None:
+        return ""
+    s = (datetime.now(UTC) - dt).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit}"
+    return f"{s:.0f}s"
+
+
+def run_summary(ledger, run, *, now: datetime | None = None) -> dict:
+    """One run as a JSON-ready dict (status, list and show share it)."""
+    from launcher.controller.liveness import controller_liveness
+
+    now = now or datetime.now(UTC)
+    attempts = ledger.attempts(run.run_id)
+    live = controller_liveness(ledger, run, now=now)
+    last = attempts[-1] if attempts else None
+    return {
+        "run_id": run.run_id,
+        "name": run.name,
+        "state": run.state,
+        "end_reason": run.end_reason,
+        "project": run.project,
+        "experiment": run.experiment,
+        "owner": run.owner,
+        "created_at": run.created_at,
+        "ended_at": run.ended_at,
+        "attempts": len(attempts),
+        "current": None
+        if last is None
+        else {
+            "seq": last.seq, "cloud": last.cloud, "region": last.region, "instance_type": last.instance_type,
+            "spot": last.spot, "state": last.state, "end_reason": last.end_reason, "exit_code": last.exit_code,
+        },  # fmt: skip
+        "cost_usd": round(sum(a.cost_usd(now) for a in attempts), 6),
+        "controller": None if run.is_terminal else ("alive" if live.alive else "orphaned"),
+        "controller_detail": None if run.is_terminal else live.why,
+    }
+
+
+@app.command("status")
+def status(
+    json_out: bool = typer.Option(False, "--json", help="JSON output."),
+    all_runs: bool = typer.Option(False, "--all", help="Also runs that ended (latest 20)."),
+) -> None:
+    """Live runs, their controller (alive / orphaned) and cost so far."""
+    from launcher.cli.render import info, print_json, print_table
+    from launcher.controller.states import LIVE_STATES
+
+    led = _ledger_or_none()
+    if led is None:
+        rows = []
+    else:
+        with led:
+            runs = led.list_runs(state=None if all_runs else list(LIVE_STATES), limit=20 if all_runs else None)
+            rows = [run_summary(led, r) for r in runs]
+    if json_out:
+        print_json({"runs": rows})
+        return
+    if not rows:
+        info("no live runs" + ("" if all_runs else " (see `launcher status --all` or `launcher runs list`)"))
+        return
+    print_table(
+        "runs",
+        ["RUN", "NAME", "STATE", "CONTROLLER", "ATTEMPT", "WHERE", "COST $", "AGE"],
+        [
+            [
+                r["run_id"], r["name"], r["state"] + (f" ({r['end_reason']})" if r["end_reason"] else ""),
+                (r["controller"] or "-") + (f": {r['controller_detail']}" if r["controller"] == "orphaned" else ""),
+                r["attempts"], _where(r["current"]), f"{r['cost_usd']:.4f}", _age(r["created_at"]),
+            ]  # fmt: skip
+            for r in rows
+        ],
+    )
+    if any(r["controller"] == "orphaned" for r in rows):
+        info("orphaned runs: `launcher down RUN` cleans up, `launch --resume RUN` continues")
+
+
+def _where(cur: dict | None) -> str:
+    if not cur:
+        return ""
+    market = "spot" if cur["spot"] else "od"
+    return f"{cur['cloud']}/{cur['region']} {cur['instance_type']} {market}"
+
+
+@runs_app.command("list")
+def runs_list(
+    json_out: bool = typer.Option(False, "--json"),
+    project: str | None = typer.Option(None, "--project"),
+    state: str | None = typer.Option(None, "--state"),
+    limit: int = typer.Option(50, "--limit"),
+) -> None:
+    """Runs, newest first."""
+    from launcher.cli.render import info, print_json, print_table
+
+    led = _ledger_or_none()
+    rows = []
+    if led is not None:
+        with led:
+            rows = [run_summary(led, r) for r in led.list_runs(project=project, state=state, limit=limit)]
+    if json_out:
+        print_json({"runs": rows})
+        return
+    if not rows:
+        info("no runs")
+        return
+    print_table(
+        None,
+        ["RUN", "NAME", "PROJECT", "STATE", "ATTEMPTS", "WHERE", "COST $", "CREATED"],
+        [
+            [
+                r["run_id"], r["name"], r["project"], r["state"] + (f" ({r['end_reason']})" if r["end_reason"] else ""),
+                r["attempts"], _where(r["current"]), f"{r['cost_usd']:.4f}", r["created_at"].strftime("%Y-%m-%d %H:%M:%S"),
+            ]  # fmt: skip
+            for r in rows
+        ],
+    )
+
+
+@runs_app.command("show")
+def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / name)."), json_out: bool = typer.Option(False, "--json")) -> None:
+    """One run: provenance, tags, attempts (offer, price, start/end, reason), events."""
+    from dataclasses import asdict
+
+    from launcher.cli.render import print_json, print_table
+
+    with _need_ledger() as led:
+        rec = led.find_run(run)
+        summary = run_summary(led, rec)
+        attempts = led.attempts(rec.run_id)
+        events = led.events(rec.run_id)
+        now = datetime.now(UTC)
+        detail = {
+            **summary,
+            "spec_hash": rec.spec_hash,
+            "code_revision": rec.code_revision,
+            "code_dirty_hash": rec.code_dirty_hash,
+            "lockfile_hash": rec.lockfile_hash,
+            "image": rec.image,
+            "seeds": rec.seeds,
+            "data_hash": rec.data_hash,
+            "host": rec.host,
+            "budget_usd": rec.budget_usd,
+            "deadline_at": rec.deadline_at,
+            "tags": rec.tags,
+            "attempt_rows": [{**asdict(a), "cost_usd": round(a.cost_usd(now), 6)} for a in attempts],
+            "events": [{"id": e.id, "at": e.at, "kind": e.kind, "attempt_id": e.attempt_id, "data": e.data} for e in events],
+        }
+    if json_out:
+        print_json(detail)
+        return
+    w = sys.stdout.write
+    w(f"run {rec.run_id}  {rec.name}  {summary['state']}" + (f" ({rec.end_reason})" if rec.end_reason else "") + "\n")
+    for k in ("project", "experiment", "owner", "controller", "cost_usd", "spec_hash", "code_revision", "code_dirty_hash", "lockfile_hash", "image", "seeds", "data_hash", "host", "budget_usd", "deadline_at"):
+        if detail.get(k) is not None:
+            w(f"  {k}: {detail[k]}\n")
+    w("  tags: " + ", ".join(f"{k}={v}" for k, v in sorted(rec.tags.items())) + "\n")
+    print_table(
+        "attempts",
+        ["#", "WHERE", "$/H", "STARTED", "ENDED", "END", "EXIT", "COST $"],
+        [
+            [
+                a.seq, f"{a.cloud}/{a.region} {a.instance_type} {'spot' if a.spot else 'od'} x{a.num_nodes}",
+                f"{a.price_usd_per_hour:g}", a.started_at.strftime("%H:%M:%S"),
+                a.ended_at.strftime("%H:%M:%S") if a.ended_at else "", a.end_reason or a.state,
+                a.exit_code if a.exit_code is not None else "", f"{a.cost_usd(now):.4f}",
+            ]  # fmt: skip
+            for a in attempts
+        ],
+    )
+    print_table(
+        "events",
+        ["AT", "KIND", "DATA"],
+        [[e.at.strftime("%H:%M:%S.%f")[:-3], e.kind, _short(e.data)] for e in events],
+    )
+
+
+def _short(data: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in data.items())[:140]
+
+
+@app.command("logs")
+def logs(
+    run: str = typer.Argument(..., help="Run id (or unique prefix / name)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
+    rank: int | None = typer.Option(None, "--rank", help="Only this rank's log."),
+) -> None:
+    """A run's job output (all ranks, prefixed `(rank N)` when there are several)."""
+    from launcher.controller.logs import LogFollower, log_files, read_logs
+    from launcher.controller.runner import run_dir
+    from launcher.controller.states import is_terminal
+
+    with _need_ledger() as led:
+        rec = led.find_run(run)
+        rd = run_dir(rec.run_id)
+        multi = len(log_files(rd)) > 1
+        try:
+            multi = int(led.attempts(rec.run_id)[-1].num_nodes) > 1 or multi
+        except IndexError:
+            pass
+        if not follow:
+            for line in read_logs(rd, rank=rank, multi=multi):
+                sys.stdout.write(line + "\n")
+            return
+
+        def out(line: str) -> None:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+        follower = LogFollower(rd, out, multi=multi, rank=rank)
+        try:
+            while True:
+                follower.poll_once()
+                if is_terminal(led.get_run(rec.run_id).state):
+                    break
+                time.sleep(0.2)
+        finally:
+            follower.flush()
+
+
+@app.command("down")
+def down(
+    target: str = typer.Argument(..., metavar="RUN|CLUSTER", help="Run id (or unique prefix / name) or cluster name."),
+    wait_seconds: float = typer.Option(30.0, "--wait", help="How long a live controller gets to stop the job."),
+) -> None:
+    """Stop a run (job stopped with SIGTERM, grace, SIGKILL; clusters torn down) or a cluster."""
+    from launcher.cli.render import info
+    from launcher.controller.cleanup import down_target
+    from launcher.providers import registry
+
+    providers: dict = {}
+
+    def provider_for(cloud: str):
+        if cloud not in providers:
+            providers[cloud] = registry.get(cloud)
+        return providers[cloud]
+
+    with _need_ledger() as led:
+        result = down_target(led, target, provider_for, wait_s=wait_seconds)
+    info(f"{result.run_id or target}: {result.state} ({result.how})")

@@ -80,9 +80,11 @@ def _memory_gib() -> float | None:
 class LocalProvider(Provider):
     name = LOCAL_CLOUD
 
-    def __init__(self, preemptions: PreemptionSchedule | None = None) -> None:
+    def __init__(self, preemptions: PreemptionSchedule | None = None, *, placements_before: int = 0) -> None:
+        """`placements_before`: local placements this run already had (a resumed controller
+        continues the schedule where the previous one stopped)."""
         self.preemptions = preemptions
-        self._provisioned = 0  # placements handed out by this provider object
+        self._provisioned = placements_before
         self._attempt_index: dict[str, int] = {}  # cluster -> index into the schedule
 
     # ---- offers -------------------------------------------------------------------------------

@@ -1,0 +1,417 @@
+"""The controller: drives one run through attempts (provision -> execute -> watch -> recover).
+
+Provider, executor, recovery policy, ledger and clock are injected, so the same loop drives the
+local backend, the clouds and the tests' fakes. Rules:
+
+* Each state change is compare-and-set in the ledger *before* it takes effect. If another
+  process moved the run (e.g. `launcher down` wrote STOPPING) the controller stops.
+* One attempt row per placement, opened before provisioning, closed with its end reason.
+* User-code failures are retried on the same offer up to `max_restarts`; a setup failure is
+  not retried (it is nearly always deterministic); preemptions and node losses are recovered
+  where the recovery policy says, without counting against `max_restarts`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
+from launcher.controller.states import can_transition, is_terminal
+from launcher.errors import ConflictError, LauncherError
+from launcher.executors.base import DEFAULT_GRACE_SECONDS, ExecRequest, ExecResult, Executor, Outcome
+from launcher.ledger.records import (
+    AttemptState,
+    ClusterRecord,
+    ClusterState,
+    EndReason,
+    EventKind,
+    NewAttempt,
+    RunState,
+)
+from launcher.planning.plan import Plan
+from launcher.policies.base import RecoveryContext, RecoveryPolicy
+from launcher.providers.base import MANAGED_BY_TAG, MANAGED_BY_VALUE, ClusterHandle, ClusterRequest, Provider
+from launcher.spec.models import TaskSpec
+from pricing.models import ScoredOffer
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """What the controller runs: one run's spec, plan and directories."""
+
+    run_id: str
+    run_dir: Path
+    spec: TaskSpec
+    plan: Plan
+    workdir: Path | None
+    checkpoint_dir: Path
+    tags: dict[str, str] = field(default_factory=dict)
+    grace_s: float = DEFAULT_GRACE_SECONDS
+
+
+@dataclass
+class ControllerDeps:
+    ledger: object  # launcher.ledger.Ledger (duck-typed so tests can pass a double)
+    provider_for: Callable[[str], Provider]
+    executor_for: Callable[[str], Executor]
+    policy: RecoveryPolicy
+    notify: Callable[[str], None] = lambda msg: None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    poll_interval_s: float = 0.05
+    heartbeat_interval_s: float = 1.0
+    max_recoveries: int = 100  # hard stop against a policy that loops forever
+    max_wait_s: float = 6 * 3600.0  # longest a policy may keep us waiting in total
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    state: str
+    end_reason: str | None
+    exit_code: int | None
+    attempts: int
+
+
+class _Stopped(Exception):
+    """Someone else moved the run to STOPPING/terminal, or cancel was requested."""
+
+
+@dataclass
+class _AttemptEnd:
+    reason: str  # EndReason
+    exit_code: int | None = None
+    offer: ScoredOffer | None = None
+    detail: str = ""
+
+
+class Controller:
+    def __init__(self, job: RunJob, deps: ControllerDeps, *, mode: str = "foreground") -> None:
+        self.job = job
+        self.d = deps
+        self.led = deps.ledger
+        self.mode = mode
+        self._cancel = threading.Event()
+        self._state = RunState.PENDING
+        self._last_beat = float("-inf")
+
+    # ---- public -------------------------------------------------------------------------------
+    def request_cancel(self) -> None:
+        """Safe from a signal handler or another thread."""
+        self._cancel.set()
+
+    def run(self) -> RunResult:
+        run = self.led.get_run(self.job.run_id)
+        self._state = run.state
+        if is_terminal(run.state):
+            return self._result()
+        info: ControllerInfo = this_controller(self.mode)
+        self.led.add_event(self.job.run_id, CONTROLLER_EVENT, info.__dict__)
+        self._beat(force=True)
+        try:
+            if self._state == RunState.STOPPING:
+                raise _Stopped
+            previous = self._resume_point()
+            self._loop(previous)
+        except _Stopped:
+            self._finish_stopping()
+        return self._result()
+
+    # ---- the attempt loop ---------------------------------------------------------------------
+    def _resume_point(self) -> ScoredOffer | None:
+        """On a fresh run: None. On resume: close what the dead controller left open."""
+        attempts = self.led.attempts(self.job.run_id)
+        if self._state == RunState.PENDING and not attempts:
+            return None
+        from launcher.controller.cleanup import abandon_open_attempts
+
+        abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.ABANDONED)
+        self._transition(RunState.RECOVERING, reason="resumed", data={"resumed_by": self.mode})
+        last = attempts[-1] if attempts else None
+        return self._scored_for(last) if last else None
+
+    def _loop(self, previous: ScoredOffer | None) -> None:
+        attempts = self.led.attempts(self.job.run_id)
+        failures = sum(1 for a in attempts if a.end_reason == EndReason.FAILED)
+        tried = [s for s in (self._scored_for(a) for a in attempts) if s is not None]
+        preempted_regions = [a.region for a in attempts if a.end_reason in (EndReason.PREEMPTED, EndReason.NODE_LOST)]
+        retry_same: ScoredOffer | None = None
+        waited_s = 0.0
+        for _ in range(self.d.max_recoveries + 1):
+            self._check_cancel()
+            if retry_same is not None:
+                offer, why = retry_same, f"restart after failure {failures}/{self.job.spec.launcher.max_restarts}"
+            elif previous is None and self._state == RunState.PENDING:
+                offer, why = self.job.plan.chosen.scored, "chosen in the plan"
+            else:
+                decision = self.d.policy.choose(
+                    RecoveryContext(
+                        ranked=self.job.plan.ranked,
+                        previous=previous,
+                        preempted_regions=tuple(preempted_regions),
+                        attempt=len(tried) + 1,
+                        tried=tuple(tried),
+                    )
+                )
+                if decision.offer is None:
+                    wait = max(decision.wait_seconds, self.d.poll_interval_s)
+                    if waited_s + wait > self.d.max_wait_s:
+                        self._fail(EndReason.PROVISION_FAILED, "recovery policy kept waiting; giving up")
+                        return
+                    self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"decision": "wait", "seconds": wait, "reason": decision.reason})
+                    self._sleep_watchful(wait)
+                    waited_s += wait
+                    continue
+                offer, why = decision.offer, decision.reason or self.d.policy.name
+                if previous is not None:
+                    self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"policy": self.d.policy.name, "offer": _offer_dict(offer), "reason": why})
+            retry_same = None
+            self._transition(RunState.PROVISIONING, data={"offer": _offer_dict(offer), "why": why})
+            end = self._attempt(offer)
+            tried.append(offer)
+            previous = offer
+            if end.reason == EndReason.COMPLETED:
+                self._transition(RunState.SUCCEEDED, reason=EndReason.COMPLETED)
+                return
+            if end.reason == EndReason.SETUP_FAILED:
+                self._fail(EndReason.SETUP_FAILED, end.detail, exit_code=end.exit_code)
+                return
+            if end.reason == EndReason.FAILED:
+                failures += 1
+                if failures > self.job.spec.launcher.max_restarts:
+                    self._fail(EndReason.FAILED, end.detail, exit_code=end.exit_code)
+                    return
+                self._transition(RunState.RECOVERING, reason="restart after failure", data={"exit_code": end.exit_code})
+                retry_same = offer
+                continue
+            if end.reason in (EndReason.PREEMPTED, EndReason.NODE_LOST):
+                preempted_regions.append(offer.offer.region)
+                self._transition(RunState.RECOVERING, reason=end.reason)
+                continue
+            if end.reason == EndReason.PROVISION_FAILED:
+                self._transition(RunState.RECOVERING, reason="provision failed", data={"error": end.detail})
+                continue
+            raise _Stopped  # CANCELLED / BUDGET_STOP: the run is STOPPING already
+        self._fail(EndReason.FAILED, f"gave up after {self.d.max_recoveries} recoveries")
+
+    def _attempt(self, scored: ScoredOffer) -> _AttemptEnd:
+        job, spec, offer = self.job, self.job.spec, scored.offer
+        seq = len(self.led.attempts(job.run_id)) + 1
+        cluster = f"{job.run_id}-c{seq}"
+        attempt = self.led.add_attempt(job.run_id, NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster))
+        tags = {**job.tags, "cluster": cluster, "run-id": job.run_id, MANAGED_BY_TAG: MANAGED_BY_VALUE}
+        self.led.upsert_cluster(
+            ClusterRecord(
+                name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,
+                state=ClusterState.PROVISIONING, run_id=job.run_id, project=spec.launcher.project, tags=tags,
+            )
+        )  # fmt: skip
+        self.d.notify(f"attempt {seq}: provisioning {offer.cloud}/{offer.region} {offer.instance_type}")
+        provider = self.d.provider_for(offer.cloud)
+        request = ClusterRequest(
+            cluster=cluster, offer=offer, num_nodes=spec.num_nodes, tags=tags,
+            image_id=spec.resources.image, disk_size_gib=spec.resources.disk_size,
+        )  # fmt: skip
+        try:
+            handle = provider.provision(request)
+        except LauncherError as e:
+            self.led.add_event(job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e)}, attempt_id=attempt.attempt_id)
+            self.led.end_attempt(attempt.attempt_id, EndReason.PROVISION_FAILED)
+            self._teardown(provider, None, cluster, attempt.attempt_id)
+            return _AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=scored)
+        self.led.upsert_cluster(
+            ClusterRecord(
+                name=cluster, provider=offer.cloud, region=handle.region, zone=handle.zone, stack=handle.stack,
+                state=ClusterState.UP, run_id=job.run_id, project=spec.launcher.project,
+                nodes=[{"instance_id": n.instance_id, "ip": n.ip, "rank": n.rank} for n in handle.nodes],
+            )
+        )  # fmt: skip
+        self.led.add_event(job.run_id, EventKind.PROVISION, {"ok": True, "cluster": cluster, "nodes": len(handle.nodes)}, attempt_id=attempt.attempt_id)
+        try:
+            self._transition(RunState.RUNNING, data={"attempt": seq})
+        except _Stopped:
+            self.led.end_attempt(attempt.attempt_id, EndReason.CANCELLED)
+            self._teardown(provider, handle, cluster, attempt.attempt_id)
+            raise
+        self.led.set_attempt_state(attempt.attempt_id, AttemptState.SETUP if spec.setup else AttemptState.RUNNING)
+        request = ExecRequest(
+            run_id=job.run_id, attempt=seq, run_dir=job.run_dir, workdir=job.workdir, setup=spec.setup,
+            run=spec.run, num_nodes=spec.num_nodes, gpus_per_node=offer.accelerator_count,
+            envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image,
+            file_mounts={k: v for k, v in spec.file_mounts.items() if isinstance(v, str)},
+        )  # fmt: skip
+        execution = self.d.executor_for(offer.cloud).start(request, handle)
+        if spec.resources.image:
+            self.led.add_event(
+                job.run_id, "image", {"image": spec.resources.image, "image_runtime": execution.image_runtime},
+                attempt_id=attempt.attempt_id,
+            )  # fmt: skip
+        result, stop_reason = self._watch(execution, provider, handle, attempt.attempt_id, spec)
+        reason = _end_reason(result, stop_reason)
+        self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code)
+        self._teardown(provider, handle, cluster, attempt.attempt_id)
+        self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else ""))
+        if stop_reason is not None:
+            raise _Stopped
+        return _AttemptEnd(reason, result.exit_code, scored, result.detail)
+
+    def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, spec: TaskSpec):
+        """Poll until the job ends; deliver preemption notices; honor stop requests."""
+        started = self.d.clock()
+        noticed = False
+        phase = getattr(execution, "phase", "run")
+        stop_reason: str | None = None
+        notice_source = getattr(provider, "preemption_notice", None)
+        while True:
+            result: ExecResult | None = execution.wait(self.d.poll_interval_s)
+            if result is not None:
+                return result, stop_reason
+            new_phase = getattr(execution, "phase", phase)
+            if new_phase != phase and new_phase == "run":
+                self.led.set_attempt_state(attempt_id, AttemptState.RUNNING)
+            phase = new_phase
+            if stop_reason is None:
+                stop_reason = self._stop_requested()
+                if stop_reason is not None:
+                    self.d.notify(f"stopping ({stop_reason})")
+                    execution.stop(self.job.grace_s)
+                    continue
+            if not noticed and notice_source is not None:
+                why = notice_source(handle, self.d.clock() - started)
+                if why:
+                    noticed = True
+                    self.led.add_event(self.job.run_id, EventKind.PREEMPTION, {"reason": why, "cluster": handle.cluster}, attempt_id=attempt_id)
+                    self.d.notify(f"preemption notice: {why}")
+                    execution.notify_preemption(self.job.grace_s)
+
+    def _stop_requested(self) -> str | None:
+        """Cancel flag, someone else's STOPPING in the ledger, or the run's budget spent."""
+        if self._cancel.is_set():
+            self._enter_stopping(EndReason.CANCELLED)
+            return EndReason.CANCELLED
+        if not self._beat():
+            return None
+        run = self.led.get_run(self.job.run_id)
+        if run.state == RunState.STOPPING or is_terminal(run.state):
+            self._state = run.state
+            return EndReason.CANCELLED
+        budget = self.job.spec.launcher.budget_usd
+        if budget is not None and self.led.run_spend_usd(self.job.run_id) > budget:
+            self.led.add_event(self.job.run_id, EventKind.BUDGET_STOP, {"budget_usd": budget})
+            self._enter_stopping(EndReason.BUDGET_STOP)
+            return EndReason.BUDGET_STOP
+        return None
+
+    # ---- ledger-first transitions -------------------------------------------------------------
+    def _transition(self, dst: str, *, reason: str | None = None, data: dict | None = None) -> None:
+        if self._cancel.is_set() and dst not in (RunState.STOPPING, RunState.CANCELLED, RunState.BUDGET_STOPPED, RunState.FAILED):
+            self._enter_stopping(EndReason.CANCELLED)
+            raise _Stopped
+        if not can_transition(self._state, dst):
+            raise AssertionError(f"illegal transition {self._state} -> {dst}")  # a bug, not input
+        try:
+            rec = self.led.set_run_state(self.job.run_id, dst, reason=reason, expected_from=self._state, data=data)
+        except ConflictError:
+            self._state = self.led.get_run(self.job.run_id).state
+            raise _Stopped from None
+        self._state = rec.state
+
+    def _enter_stopping(self, reason: str) -> None:
+        if self._state == RunState.STOPPING or is_terminal(self._state):
+            return
+        try:
+            rec = self.led.set_run_state(self.job.run_id, RunState.STOPPING, reason=reason, expected_from=self._state)
+            self._state = rec.state
+        except ConflictError:
+            self._state = self.led.get_run(self.job.run_id).state
+
+    def _finish_stopping(self) -> None:
+        if is_terminal(self._state):
+            return
+        self._enter_stopping(EndReason.CANCELLED)
+        from launcher.controller.cleanup import abandon_open_attempts
+
+        abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.CANCELLED)
+        stop_events = self.led.events(self.job.run_id, kind=EventKind.BUDGET_STOP)
+        final = RunState.BUDGET_STOPPED if stop_events else RunState.CANCELLED
+        try:
+            rec = self.led.set_run_state(
+                self.job.run_id, final, reason=EndReason.BUDGET_STOP if stop_events else EndReason.CANCELLED,
+                expected_from=RunState.STOPPING,
+            )  # fmt: skip
+            self._state = rec.state
+        except ConflictError:
+            self._state = self.led.get_run(self.job.run_id).state
+
+    def _fail(self, reason: str, detail: str, *, exit_code: int | None = None) -> None:
+        data = {"detail": detail}
+        if exit_code is not None:
+            data["exit_code"] = exit_code
+        self._transition(RunState.FAILED, reason=reason, data=data)
+
+    def _teardown(self, provider: Provider, handle: ClusterHandle | None, cluster: str, attempt_id: str) -> None:
+        self.led.set_cluster_state(cluster, ClusterState.TERMINATING)
+        self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster}, attempt_id=attempt_id)
+        if handle is not None:
+            provider.terminate(handle)
+        self.led.set_cluster_state(cluster, ClusterState.TERMINATED)
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _beat(self, force: bool = False) -> bool:
+        now = self.d.clock()
+        if force or now - self._last_beat >= self.d.heartbeat_interval_s:
+            self._last_beat = now
+            self.led.heartbeat(run_id=self.job.run_id)
+            return True
+        return False
+
+    def _check_cancel(self) -> None:
+        if self._stop_requested() is not None:
+            raise _Stopped
+
+    def _sleep_watchful(self, seconds: float) -> None:
+        end = self.d.clock() + seconds
+        while self.d.clock() < end:
+            self._check_cancel()
+            self.d.sleep(min(self.d.poll_interval_s * 4, max(end - self.d.clock(), 0.0)))
+
+    def _scored_for(self, attempt) -> ScoredOffer | None:
+        """The ranked offer an attempt used (matched on cloud/region/zone/type/market)."""
+        for s in self.job.plan.ranked:
+            o = s.offer
+            if (o.cloud, o.region, o.zone, o.instance_type, o.spot) == (
+                attempt.cloud, attempt.region, attempt.zone, attempt.instance_type, attempt.spot,
+            ):  # fmt: skip
+                return s
+        return None
+
+    def _result(self) -> RunResult:
+        run = self.led.get_run(self.job.run_id)
+        attempts = self.led.attempts(self.job.run_id)
+        code = next((a.exit_code for a in reversed(attempts) if a.exit_code is not None), None)
+        return RunResult(run.run_id, run.state, run.end_reason, code, len(attempts))
+
+
+def _end_reason(result: ExecResult, stop_reason: str | None) -> str:
+    if stop_reason is not None:
+        return stop_reason
+    return {
+        Outcome.SUCCEEDED: EndReason.COMPLETED,
+        Outcome.SETUP_FAILED: EndReason.SETUP_FAILED,
+        Outcome.FAILED: EndReason.FAILED,
+        Outcome.PREEMPTED: EndReason.PREEMPTED,
+        Outcome.NODE_LOST: EndReason.NODE_LOST,
+        Outcome.CANCELLED: EndReason.CANCELLED,
+    }[result.outcome]
+
+
+def _offer_dict(s: ScoredOffer) -> dict:
+    o = s.offer
+    return {
+        "cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+        "spot": o.spot, "price_usd_per_hour": o.price_usd_per_hour, "rank": s.rank,
+    }  # fmt: skip

@@ -1,0 +1,96 @@
+"""Is a run's controller alive? A controller records itself (pid, host, process start time) in a
+`controller` event when it takes a run, and heartbeats while it holds it. A live run whose
+controller process is gone (same host) or whose heartbeat is stale (other host) is *orphaned*:
+`launcher status` says so, `launcher down RUN` cleans it up, `launch --resume RUN` continues it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from launcher.controller.states import is_terminal
+
+CONTROLLER_EVENT = "controller"
+HEARTBEAT_INTERVAL_S = 1.0
+STALE_AFTER_S = 60.0  # another host's controller is presumed dead after this long without a beat
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    pid: int
+    host: str
+    start_ticks: int | None
+    mode: str  # foreground | detached | resume
+
+
+def process_start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def this_controller(mode: str) -> ControllerInfo:
+    pid = os.getpid()
+    return ControllerInfo(pid=pid, host=socket.gethostname(), start_ticks=process_start_ticks(pid), mode=mode)
+
+
+def pid_alive(pid: int, start_ticks: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now_ticks = process_start_ticks(pid)
+    if start_ticks is not None and now_ticks is not None and now_ticks != start_ticks:
+        return False  # pid reused
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+    except OSError:
+        pass
+    return True
+
+
+def latest_controller(ledger, run_id: str) -> ControllerInfo | None:
+    events = ledger.events(run_id, kind=CONTROLLER_EVENT)
+    if not events:
+        return None
+    d = events[-1].data
+    return ControllerInfo(int(d["pid"]), str(d["host"]), d.get("start_ticks"), str(d.get("mode", "")))
+
+
+@dataclass(frozen=True)
+class Liveness:
+    alive: bool
+    why: str
+
+
+def controller_liveness(ledger, run, *, now: datetime | None = None) -> Liveness:
+    """For a live (non-terminal) run: is someone driving it?"""
+    if is_terminal(run.state):
+        return Liveness(False, "ended")
+    info = latest_controller(ledger, run.run_id)
+    if info is None:
+        created = run.created_at or datetime.now(UTC)
+        age = ((now or datetime.now(UTC)) - created).total_seconds()
+        if age < STALE_AFTER_S:
+            return Liveness(True, "starting")
+        return Liveness(False, "no controller ever took this run")
+    if info.host == socket.gethostname():
+        if pid_alive(info.pid, info.start_ticks):
+            return Liveness(True, f"controller pid {info.pid}")
+        return Liveness(False, f"controller pid {info.pid} is gone")
+    beat = ledger.last_heartbeat(run_id=run.run_id)
+    if beat is None:
+        return Liveness(False, f"no heartbeat from {info.host}")
+    age = ((now or datetime.now(UTC)) - beat).total_seconds()
+    if age > STALE_AFTER_S:
+        return Liveness(False, f"last heartbeat from {info.host} {age:.0f}s ago")
+    return Liveness(True, f"controller on {info.host}")

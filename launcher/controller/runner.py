@@ -1,0 +1,227 @@
+"""From a validated spec and plan to a controller driving a run, in this process or detached.
+
+The run directory `$LAUNCHER_HOME/runs/<run-id>/` holds what a (resumed) controller needs:
+    spec.yaml     the spec as written            plan.json   ranked offers at launch time
+    launch.json   launch options                 workdir/    snapshot of the spec's workdir
+    checkpoints/  default LAUNCHER_CHECKPOINT_DIR logs/       rank-N.log
+    controller.log  output of a detached controller
+The workdir is *copied* at launch (like SkyPilot syncing it to a cluster): later edits do not
+leak into a running or resumed job, and provenance matches what ran. .git, .venv,
+__pycache__ and node_modules are not copied.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from launcher import paths
+from launcher.atomic import atomic_write_text
+from launcher.controller.controller import Controller, ControllerDeps, RunJob, RunResult
+from launcher.controller.recovery import recovery_policy
+from launcher.errors import BadInputError, ConflictError, NotFoundError
+from launcher.executors.base import DEFAULT_GRACE_SECONDS
+from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
+from launcher.spec.loader import LoadedSpec, load_spec_text
+
+COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache")
+DEFAULT_EXPIRY = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    simulate_preemptions: str | None = None  # 'N' or '5,12,30' (seconds into each attempt)
+    simulate_seed: int = 0
+    grace_s: float = DEFAULT_GRACE_SECONDS
+    spec_path: str | None = None
+    base_dir: str | None = None
+
+
+def run_dir(run_id: str) -> Path:
+    return paths.runs_dir() / run_id
+
+
+def run_tags(loaded: LoadedSpec, run_id: str, created: datetime) -> dict[str, str]:
+    """The tags every resource of this run carries (REQUIRED_TAGS) plus the spec's own."""
+    spec, lb = loaded.spec, loaded.spec.launcher
+    deadline_h = lb.deadline_hours
+    expires = created + (timedelta(hours=deadline_h) if deadline_h else DEFAULT_EXPIRY)
+    tags = {
+        **(spec.resources.labels or {}),
+        **(lb.tags or {}),
+        "project": lb.project,
+        "experiment": lb.experiment or spec.display_name,
+        "owner": lb.owner or _user(),
+        "cost-center": lb.cost_center or lb.project,
+        "run-id": run_id,
+        "managed-by": "gpu-launcher",
+        "created-at": created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "expires-at": expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return tags
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def redacted_spec_text(loaded: LoadedSpec) -> str:
+    """The spec as stored in the ledger: secrets' values replaced (names kept)."""
+    if not loaded.spec.secrets:
+        return loaded.text
+    import yaml
+
+    data = yaml.safe_load(loaded.text)
+    data["secrets"] = {k: "<redacted>" for k in data.get("secrets") or {}}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger) -> str:
+    """Record the run (PENDING) and lay out its directory. Returns the run id.
+
+    Provenance (which can fail on bad input: a data path that does not exist) is collected
+    before anything is written."""
+    from launcher.ledger.records import RunRecord
+    from launcher.provenance import collect
+
+    spec, lb = loaded.spec, loaded.spec.launcher
+    data_paths = [loaded.resolve(p) for p in (lb.data or [])]
+    prov = collect(loaded.path, loaded.text, seeds=lb.seeds, image=spec.resources.image, data_paths=data_paths, cwd=loaded.base_dir)
+    deadline_at = prov.created_at + timedelta(hours=lb.deadline_hours) if lb.deadline_hours else None
+    tags = run_tags(loaded, prov.run_id, prov.created_at)
+    record = RunRecord.from_provenance(
+        prov, name=spec.display_name, spec_yaml=redacted_spec_text(loaded), project=lb.project,
+        experiment=lb.experiment, owner=lb.owner or _user(), cost_center=lb.cost_center,
+        budget_usd=lb.budget_usd, deadline_at=deadline_at, tags=tags,
+    )  # fmt: skip
+    ledger.create_run(record)
+    rd = run_dir(prov.run_id)
+    (rd / "logs").mkdir(parents=True, exist_ok=True)
+    (rd / "checkpoints").mkdir(exist_ok=True)
+    if loaded.workdir is not None:
+        if not loaded.workdir.is_dir():
+            raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory")
+        shutil.copytree(loaded.workdir, rd / "workdir", ignore=COPY_IGNORE, symlinks=True)
+    atomic_write_text(rd / "spec.yaml", loaded.text)
+    atomic_write_text(rd / "plan.json", json.dumps(plan_to_dict(plan), indent=1))
+    opts = LaunchOptions(
+        simulate_preemptions=options.simulate_preemptions, simulate_seed=options.simulate_seed,
+        grace_s=options.grace_s, spec_path=str(loaded.path) if loaded.path else None, base_dir=str(loaded.base_dir),
+    )  # fmt: skip
+    atomic_write_text(rd / "launch.json", json.dumps(asdict(opts), indent=1))
+    return prov.run_id
+
+
+def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
+    rd = run_dir(run_id)
+    try:
+        text = (rd / "spec.yaml").read_text()
+        plan = plan_from_dict(json.loads((rd / "plan.json").read_text()))
+        opts = LaunchOptions(**json.loads((rd / "launch.json").read_text()))
+    except FileNotFoundError as e:
+        raise NotFoundError(f"run {run_id} has no usable run directory ({e.filename} is missing)", hint=f"`launcher down {run_id}` ends it") from None
+    loaded = load_spec_text(text, path=Path(opts.spec_path) if opts.spec_path else None, base_dir=Path(opts.base_dir) if opts.base_dir else None)
+    run = ledger.get_run(run_id)
+    ckpt = loaded.spec.launcher.checkpoint
+    ckpt_dir = loaded.resolve(ckpt.dir) if ckpt and ckpt.dir else rd / "checkpoints"
+    job = RunJob(
+        run_id=run_id, run_dir=rd, spec=loaded.spec, plan=plan,
+        workdir=(rd / "workdir") if loaded.spec.workdir else None,
+        checkpoint_dir=ckpt_dir, tags=dict(run.tags), grace_s=opts.grace_s,
+    )  # fmt: skip
+    return job, opts, loaded
+
+
+def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: float):
+    """local -> one LocalProvider per controller (with the simulated preemption schedule,
+    continuing after the placements already made); others from the registry."""
+    from launcher.providers import registry
+    from launcher.providers.local import LocalProvider, PreemptionSchedule
+
+    schedule = None
+    if opts.simulate_preemptions:
+        horizon = max(2.0, expected_hours * 3600.0 / 2)
+        schedule = PreemptionSchedule.parse(opts.simulate_preemptions, seed=opts.simulate_seed, horizon_s=horizon)
+    previous_local = sum(1 for a in ledger.attempts(run_id) if a.cloud == "local")
+    local = LocalProvider(schedule, placements_before=previous_local)
+    cache: dict[str, object] = {"local": local}
+
+    def provider_for(cloud: str):
+        if cloud not in cache:
+            cache[cloud] = registry.get(cloud)
+        return cache[cloud]
+
+    return provider_for
+
+
+def run_controller(
+    run_id: str,
+    ledger,
+    *,
+    mode: str,
+    notify: Callable[[str], None] = lambda m: None,
+    install_signals: bool = True,
+) -> RunResult:
+    """Drive the run to an end in this process. SIGTERM/SIGINT cancel it cleanly."""
+    from launcher.executors import executor_for
+
+    job, opts, loaded = load_job(run_id, ledger)
+    deps = ControllerDeps(
+        ledger=ledger,
+        provider_for=make_provider_for(run_id, opts, ledger, job.plan.work_hours),
+        executor_for=lambda cloud: executor_for(cloud),
+        policy=recovery_policy(job.spec.launcher.recovery),
+        notify=notify,
+    )
+    controller = Controller(job, deps, mode=mode)
+    previous: dict[int, object] = {}
+    if install_signals:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, lambda *_: controller.request_cancel())
+    try:
+        return controller.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def spawn_detached(run_id: str) -> int:
+    """Start `python -m launcher.controller.daemon RUN` in its own session; returns its pid."""
+    rd = run_dir(run_id)
+    with open(rd / "controller.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "launcher.controller.daemon", run_id],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ},
+            cwd=str(rd),
+        )
+    return proc.pid
+
+
+def check_resumable(ledger, run_id: str):
+    """The run, if it can be resumed: live state and no live controller."""
+    from launcher.controller.liveness import controller_liveness
+    from launcher.controller.states import is_terminal
+
+    run = ledger.find_run(run_id)
+    if is_terminal(run.state):
+        raise ConflictError(f"run {run.run_id} already ended ({run.state}); nothing to resume")
+    live = controller_liveness(ledger, run)
+    if live.alive:
+        raise ConflictError(f"run {run.run_id} still has a live controller ({live.why})", hint="use `launcher down` to stop it")
+    return run

@@ -1,0 +1,192 @@
+"""From a task spec to ranked candidates: every `any_of`/`ordered` alternative x the offers of
+enabled providers, best expected cost first.
+
+Ordering rules (documented in the README):
+* `any_of`: all candidates ranked together by expected cost to finish (then price).
+* `ordered`: alternatives in the order written; within one alternative, by expected cost.
+* The local backend (free, CPU only) is a candidate for an alternative that says `infra: local`,
+  and for a CPU-only alternative with no cloud named. When the job asks for a GPU, an `any_of`
+  ranking lists local *after* every cloud offer: free CPU time must not beat a GPU the user
+  asked for. (`ordered` honors the user's order, local included.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from launcher.errors import CredentialsError, NoOfferError
+from launcher.spec.loader import LoadedSpec
+from launcher.spec.models import ResourceFields
+from pricing.models import GpuRequest, Offer, OfferQuery, ScoredOffer
+
+DEFAULT_EXPECTED_HOURS = 1.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    scored: ScoredOffer
+    alternative: int  # index into spec.resources.alternatives()
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line narrowing: `--cloud`, `--spot/--on-demand`."""
+
+    clouds: tuple[str, ...] | None = None
+    spot: bool | None = None
+
+
+def expected_work_hours(loaded: LoadedSpec) -> float:
+    return loaded.spec.launcher.expected_hours or DEFAULT_EXPECTED_HOURS
+
+
+def query_for(alt: ResourceFields, loaded: LoadedSpec, clouds: tuple[str, ...], overrides: Overrides) -> OfferQuery:
+    lb = loaded.spec.launcher
+    place = alt.placement()
+    gpus = tuple(GpuRequest(n, c) for n, c in alt.accelerators) if alt.accelerators else None
+    spot = overrides.spot if overrides.spot is not None else alt.use_spot
+    max_prices = [p for p in (lb.max_price_usd_per_hour, alt.max_hourly_cost) if p is not None]
+    return OfferQuery(
+        gpus=gpus,
+        spot=spot,
+        clouds=clouds,
+        regions=(place.region,) if place.region else None,
+        zones=(place.zone,) if place.zone else None,
+        instance_types=(alt.instance_type,) if alt.instance_type else None,
+        min_vcpus=alt.min_vcpus,
+        min_memory_gib=alt.min_memory_gib,
+        max_price_usd_per_hour=min(max_prices) if max_prices else None,
+        work_hours=expected_work_hours(loaded),
+        checkpoint_minutes=lb.checkpoint.interval_minutes if lb.checkpoint else None,
+        deadline_hours=lb.deadline_hours,
+    )
+
+
+def local_scored(offer: Offer, work_hours: float) -> ScoredOffer:
+    """The local offer scored: free, never interrupted unless simulated, time = work hours."""
+    return ScoredOffer(
+        offer=offer,
+        rank=0,
+        hazard_per_hour=0.0,
+        interruption_band="local" if not offer.spot else "simulated",
+        checkpoint_minutes=None,
+        expected_hours=work_hours,
+        expected_cost_usd=0.0,
+        parts={"work_hours": work_hours},
+    )
+
+
+def rank_candidates(
+    loaded: LoadedSpec,
+    *,
+    enabled: Mapping[str, bool],
+    local_offer: Offer,
+    rank_cloud: Callable[[OfferQuery], list[ScoredOffer]],
+    overrides: Overrides = Overrides(),
+) -> tuple[list[Candidate], list[str]]:
+    """Ranked candidates plus the reasons alternatives produced nothing.
+
+    `rank_cloud` ranks a query against the catalog (pricing.rank_offers); it is only called
+    for alternatives that can use an enabled cloud, so a local-only launch never loads the
+    catalog. Raises CredentialsError when clouds were named but none is enabled, NoOfferError
+    when nothing matches at all.
+    """
+    spec = loaded.spec
+    alts = spec.resources.alternatives()
+    ordered = spec.resources.is_ordered
+    gpu_job = spec.wants_gpu
+    work_hours = expected_work_hours(loaded)
+    cloud_groups: list[list[Candidate]] = []
+    local_groups: list[list[Candidate]] = []
+    reasons: list[str] = []
+    disabled_named: list[str] = []
+    for i, alt in enumerate(alts):
+        place = alt.placement()
+        label = f"alternative {i + 1} ({_describe(alt)})" if len(alts) > 1 else _describe(alt)
+        allowed = overrides.clouds
+        if place.is_local or (place.cloud is None and not alt.accelerators):
+            if allowed is None or "local" in allowed:
+                why = _local_unfit(alt, local_offer, overrides)
+                if why:
+                    reasons.append(f"{label}: local backend: {why}")
+                else:
+                    group = [Candidate(local_scored(local_offer, work_hours), i)]
+                    (cloud_groups if ordered else local_groups).append(group)
+            if place.is_local:
+                continue
+        clouds = [place.cloud] if place.cloud else [c for c, on in enabled.items() if on and c != "local"]
+        if allowed is not None:
+            clouds = [c for c in clouds if c in allowed]
+        usable = [c for c in clouds if enabled.get(c)]
+        if place.cloud and place.cloud not in usable and (allowed is None or place.cloud in allowed):
+            disabled_named.append(place.cloud)
+            reasons.append(f"{label}: {place.cloud} has no credentials")
+            continue
+        if not usable:
+            if alt.accelerators and place.cloud is None:
+                reasons.append(f"{label}: no cloud with credentials offers GPUs here")
+            continue
+        try:
+            scored = rank_cloud(query_for(alt, loaded, tuple(usable), overrides))
+        except NoOfferError as e:
+            reasons.append(f"{label}: {e.message}")
+            continue
+        cloud_groups.append([Candidate(s, i) for s in scored])
+    if ordered:
+        merged = [c for g in cloud_groups for c in g]
+    else:
+        merged = sorted((c for g in cloud_groups for c in g), key=_cost_key)
+        locals_ = [c for g in local_groups for c in g]
+        # Local is free; for a CPU job it wins on cost, for a GPU job it goes last.
+        merged = (merged + locals_[:1]) if gpu_job else sorted(locals_[:1] + merged, key=_cost_key)
+    merged = _dedupe(merged)
+    if not merged:
+        if disabled_named and len(disabled_named) == len([a for a in alts if a.placement().cloud not in (None, "local")]):
+            raise CredentialsError(
+                "no offer: " + "; ".join(reasons),
+                hint="set up credentials for one of those clouds, or add an `infra: local` alternative",
+            )
+        raise NoOfferError("no offer for this task: " + "; ".join(reasons) if reasons else "no offer for this task")
+    return [replace(c, scored=replace(c.scored, rank=n)) for n, c in enumerate(merged, 1)], reasons
+
+
+def _cost_key(c: Candidate) -> tuple:
+    s = c.scored
+    return (round(s.expected_cost_usd, 9), s.offer.price_usd_per_hour, s.offer.cloud == "local", s.offer.spot)
+
+
+def _dedupe(cands: list[Candidate]) -> list[Candidate]:
+    seen: set[Offer] = set()
+    out = []
+    for c in cands:
+        if c.scored.offer not in seen:
+            seen.add(c.scored.offer)
+            out.append(c)
+    return out
+
+
+def _local_unfit(alt: ResourceFields, offer: Offer, overrides: Overrides) -> str | None:
+    if overrides.spot is True and not offer.spot:
+        return "not spot capacity (--spot)"
+    if alt.min_vcpus is not None and offer.vcpus is not None and alt.min_vcpus > offer.vcpus:
+        return f"needs {alt.min_vcpus:g} CPUs, this machine has {offer.vcpus:g}"
+    if alt.min_memory_gib is not None and offer.memory_gib is not None and alt.min_memory_gib > offer.memory_gib:
+        return f"needs {alt.min_memory_gib:g} GiB memory, this machine has {offer.memory_gib:g}"
+    return None
+
+
+def _describe(alt: ResourceFields) -> str:
+    bits = []
+    place = alt.placement()
+    bits.append("/".join(p for p in (place.cloud, place.region, place.zone) if p) or "any cloud")
+    if alt.accelerators:
+        bits.append(",".join(f"{n}:{c}" for n, c in alt.accelerators))
+    if alt.use_spot is not None:
+        bits.append("spot" if alt.use_spot else "on-demand")
+    return " ".join(bits)
+
+
+def local_cpu_count() -> int:
+    return os.cpu_count() or 1
