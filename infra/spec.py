@@ -123,22 +123,23 @@ class ClusterInfraSpec(BaseModel):
         """From a `pricing.models.Offer` (cloud aws|gcp) and a tag set from `infra.tags.build_tags`."""
         if offer.cloud not in ("aws", "gcp"):
             raise BadInputError(f"no Pulumi program for cloud {offer.cloud!r} (have: aws, gcp)")
-        return cls.build(
+        fields = dict(
             cloud=offer.cloud,
             project=tags.get("project", ""),
             cluster=tags.get("cluster", ""),
             region=offer.region,
             zone=offer.zone,
             instance_type=offer.instance_type,
-            accelerator=offer.accelerator,
+            accelerator=offer.accelerator if offer.accelerator_count else None,
             accelerator_count=offer.accelerator_count if offer.accelerator else 0,
             num_nodes=num_nodes,
             spot=offer.spot,
             tags=dict(tags),
             ssh_public_key=ssh_public_key,
             ssh_allowed_cidr=ssh_allowed_cidr,
-            **overrides,
         )
+        fields.update(overrides)  # e.g. zone= for a region-level offer, disk_size_gib=, image_id=
+        return cls.build(**fields)
 
     # ---- derived names ---------------------------------------------------------------------
     @property
