@@ -117,7 +117,7 @@ class AwsProvider(Provider):
         if key not in self._clients:
             from botocore.config import Config
 
-            cfg = Config(retries={"mode": self.retry_mode, "max_attempts": self.max_attempts})
+            cfg = Config(retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts})
             kwargs: dict[str, Any] = {"region_name": region, "config": cfg}
             if self.endpoint_url:
                 kwargs["endpoint_url"] = self.endpoint_url
