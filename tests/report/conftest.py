@@ -100,9 +100,33 @@ def ledger_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
+@pytest.fixture(scope="session")
+def hand_ledger_template(tmp_path_factory):
+    """Built once (many small durable transactions are slow); each test gets a copy."""
+    path = tmp_path_factory.mktemp("hand-ledger") / "ledger.db"
+    led, _ = build_hand_ledger(f"sqlite:///{path}")
+    led.close()
+    return path
+
+
 @pytest.fixture
-def hand_ledger(ledger_url):
-    led, clock = build_hand_ledger(ledger_url)
+def hand_ledger_path(hand_ledger_template, tmp_path):
+    import shutil
+
+    dst = tmp_path / "hand" / "ledger.db"
+    dst.parent.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        src = hand_ledger_template.with_name(hand_ledger_template.name + suffix)
+        if src.exists():
+            shutil.copy(src, dst.with_name(dst.name + suffix))
+    return dst
+
+
+@pytest.fixture
+def hand_ledger(hand_ledger_path):
+    from launcher.ledger import Ledger
+
+    led = Ledger(f"sqlite:///{hand_ledger_path}", now=Clock(NOW))
     try:
         yield led
     finally:
