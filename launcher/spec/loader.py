@@ -41,10 +41,27 @@ class LoadedSpec:
         return self.resolve(self.spec.workdir) if self.spec.workdir else None
 
     def sky_config(self) -> dict[str, Any]:
-        """The YAML data without our `launcher:` block (what SkyPilot accepts)."""
+        """What we would hand to SkyPilot: the YAML without our `launcher:` block and without
+        `infra: local` (our embedded backend, unknown to SkyPilot) alternatives."""
         data = yaml.safe_load(self.text) or {}
         data.pop("launcher", None)
+        res = data.get("resources")
+        if isinstance(res, dict):
+            if _is_local(res):
+                res.pop("infra", None)
+                res.pop("cloud", None)
+            for key in ("any_of", "ordered"):
+                if isinstance(res.get(key), list):
+                    kept = [e for e in res[key] if not (isinstance(e, dict) and _is_local(e))]
+                    if kept:
+                        res[key] = kept
+                    else:
+                        res.pop(key)
         return data
+
+
+def _is_local(d: dict) -> bool:
+    return str(d.get("infra") or d.get("cloud") or "").strip().lower() == "local"
 
 
 def load_spec(path: Path | str) -> LoadedSpec:
