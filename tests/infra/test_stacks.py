@@ -160,3 +160,30 @@ def test_real_pulumi_preview_against_moto(aws_env, launcher_home, monkeypatch):
     assert result.changes.get("create", 0) >= 10
     assert (launcher_home / "pulumi").is_dir()
     assert os.path.exists(launcher_home / stacks.PASSPHRASE_FILE_NAME) is False  # env passphrase used
+
+
+def test_workspace_options_pin_backend_secrets_and_the_found_binary(tmp_path, launcher_home, monkeypatch):
+    """With a stand-in `pulumi` (it only answers `version`), check what we hand the Automation API."""
+    from pulumi import automation as auto
+
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
+    monkeypatch.delenv(stacks.BACKEND_ENV, raising=False)
+    exe = tmp_path / "pulumi-root" / "bin" / "pulumi"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\necho v3.272.0\n")
+    exe.chmod(0o755)
+
+    def program() -> None:
+        return None
+
+    opts = stacks._workspace_options(exe, program)
+    url = f"file://{(launcher_home / 'pulumi').resolve()}"
+    assert opts.project_settings.name == "gpu-launcher"
+    assert opts.project_settings.backend.url == url
+    assert opts.env_vars["PULUMI_BACKEND_URL"] == url
+    assert opts.env_vars["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(launcher_home / stacks.PASSPHRASE_FILE_NAME)
+    assert opts.secrets_provider == "passphrase"
+    assert isinstance(opts.pulumi_command, auto.PulumiCommand) and opts.pulumi_command.command == str(exe)
+    assert opts.program is program
+    assert (launcher_home / "pulumi").is_dir()
