@@ -8,6 +8,7 @@ any program runs, so bad input never reaches a cloud.
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -68,11 +69,19 @@ class ClusterInfraSpec(BaseModel):
     ssh_allowed_cidr: str | None = None
     tags: dict[str, str]
     checkpoint_bucket: bool = True
+    checkpoint_bucket_name: str | None = None  # default: naming.bucket_name(project, cluster)
     bucket_force_destroy: bool = False  # delete the bucket even when it holds checkpoints
     retain_bucket_on_destroy: bool = True  # keep checkpoints when the cluster stack is destroyed
     spot_termination_action: Literal["DELETE", "STOP"] = "DELETE"  # GCP only
     gcp_project: str | None = None  # default: the provider's own configuration
     aws: AwsProviderSettings = Field(default_factory=AwsProviderSettings)
+
+    @field_validator("checkpoint_bucket_name")
+    @classmethod
+    def _bucket(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", v):
+            raise ValueError(f"bucket name {v!r}: 3-63 lowercase letters, digits and '-', not starting/ending with '-'")
+        return v
 
     @field_validator("ssh_allowed_cidr")
     @classmethod
@@ -152,7 +161,9 @@ class ClusterInfraSpec(BaseModel):
 
     @property
     def bucket_name(self) -> str:
-        return naming.bucket_name(self.project, self.cluster)
+        # Bucket names are global across all accounts; a collision fails `up` with the cloud's
+        # "already exists" error, and `checkpoint_bucket_name` (--bucket-name) picks another.
+        return self.checkpoint_bucket_name or naming.bucket_name(self.project, self.cluster)
 
     def require_deployable(self) -> None:
         """What `up`/`preview` need beyond a plan: an SSH key and the CIDR allowed to use it."""

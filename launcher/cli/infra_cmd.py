@@ -46,6 +46,7 @@ _IMAGE = typer.Option(None, "--image-id", help="AMI / GCE image (default: a deep
 _GCP_PROJECT = typer.Option(None, "--gcp-project", envvar="GOOGLE_CLOUD_PROJECT", help="GCP project id.")
 _AWS_ENDPOINT = typer.Option(None, "--aws-endpoint", help="One endpoint for all AWS services (e.g. moto_server).")
 _BUCKET = typer.Option(True, "--bucket/--no-bucket", help="Create the checkpoint bucket.")
+_BUCKET_NAME = typer.Option(None, "--bucket-name", help="Checkpoint bucket name (default <project>-<cluster>-ckpt-<hash>).")
 _JSON = typer.Option(False, "--json", help="Print JSON.")
 
 
@@ -66,7 +67,7 @@ def _parse_gpus(value: str | None) -> tuple[str | None, int]:
 
 def _spec_from_flags(*, cloud, region, zone, instance_type, gpus, num_nodes, spot, project, experiment,
                      owner, cost_center, cluster, run_id, ttl_hours, ssh_cidr, ssh_public_key, disk_gib,
-                     image_id, gcp_project, aws_endpoint, bucket):
+                     image_id, gcp_project, aws_endpoint, bucket, bucket_name):
     from datetime import UTC, datetime
 
     from infra.spec import AwsProviderSettings, ClusterInfraSpec, read_public_key
@@ -92,7 +93,8 @@ def _spec_from_flags(*, cloud, region, zone, instance_type, gpus, num_nodes, spo
         cloud=cloud, project=tags["project"], cluster=tags["cluster"], region=region, zone=zone,
         instance_type=instance_type, accelerator=accelerator, accelerator_count=count, num_nodes=num_nodes,
         spot=spot, tags=tags, ssh_allowed_cidr=ssh_cidr, ssh_public_key=read_public_key(ssh_public_key),
-        disk_size_gib=disk_gib, image_id=image_id, gcp_project=gcp_project, checkpoint_bucket=bucket, **extra,
+        disk_size_gib=disk_gib, image_id=image_id, gcp_project=gcp_project, checkpoint_bucket=bucket,
+        checkpoint_bucket_name=bucket_name, **extra,
     )
 
 
@@ -136,7 +138,7 @@ def preview_cmd(
     cluster: str | None = _CLUSTER, run_id: str | None = _RUN_ID, ttl_hours: float = _TTL,
     ssh_cidr: str | None = _CIDR, ssh_public_key: Path | None = _PUBKEY, disk_gib: int = _DISK,
     image_id: str | None = _IMAGE, gcp_project: str | None = _GCP_PROJECT, aws_endpoint: str | None = _AWS_ENDPOINT,
-    bucket: bool = _BUCKET,
+    bucket: bool = _BUCKET, bucket_name: str | None = _BUCKET_NAME,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resource plan from the program; no CLI, no cloud."),
     as_json: bool = _JSON,
 ) -> None:
@@ -172,7 +174,7 @@ def up_cmd(
     cluster: str | None = _CLUSTER, run_id: str | None = _RUN_ID, ttl_hours: float = _TTL,
     ssh_cidr: str | None = _CIDR, ssh_public_key: Path | None = _PUBKEY, disk_gib: int = _DISK,
     image_id: str | None = _IMAGE, gcp_project: str | None = _GCP_PROJECT, aws_endpoint: str | None = _AWS_ENDPOINT,
-    bucket: bool = _BUCKET, as_json: bool = _JSON,
+    bucket: bool = _BUCKET, bucket_name: str | None = _BUCKET_NAME, as_json: bool = _JSON,
 ) -> None:
     """Create or update the cluster's stack (needs the Pulumi CLI and cloud credentials)."""
     from infra.cli_check import require_pulumi
@@ -231,5 +233,5 @@ def list_cmd(as_json: bool = _JSON) -> None:
 def _spec_args(scope: dict) -> dict:
     names = ("cloud", "region", "zone", "instance_type", "gpus", "num_nodes", "spot", "project", "experiment",
              "owner", "cost_center", "cluster", "run_id", "ttl_hours", "ssh_cidr", "ssh_public_key", "disk_gib",
-             "image_id", "gcp_project", "aws_endpoint", "bucket")
+             "image_id", "gcp_project", "aws_endpoint", "bucket", "bucket_name")
     return {n: scope[n] for n in names}

@@ -29,7 +29,8 @@ def _tree(path):
 
 
 def test_dry_run_json_plan_has_every_resource_with_tags(launcher_home, no_pulumi_env):
-    r = run_cli("infra", "preview", "--dry-run", "--json", *AWS_FLAGS, *TAG_FLAGS, env=no_pulumi_env)
+    r = run_cli("infra", "preview", "--dry-run", "--json", *AWS_FLAGS, *TAG_FLAGS, "--bucket-name", "team-ckpts-01",
+                env=no_pulumi_env)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["stack"] == "vision.c1" and doc["cloud"] == "aws"
@@ -40,6 +41,8 @@ def test_dry_run_json_plan_has_every_resource_with_tags(launcher_home, no_pulumi
         if x["billable"]:
             assert doc["tags"].items() <= x["tags"].items(), x["name"]
     assert instances[0]["inputs"]["instanceMarketOptions"]["marketType"] == "spot"
+    (bucket,) = [x for x in doc["resources"] if x["type"] == "aws:s3/bucket:Bucket"]
+    assert bucket["inputs"]["bucket"] == "team-ckpts-01"
     assert _tree(launcher_home) == []  # a dry run writes nothing
 
 

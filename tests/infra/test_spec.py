@@ -51,6 +51,7 @@ def test_missing_tags_refuse_before_a_spec_exists():
         ({"accelerator": None}, "accelerator"),
         ({"cluster": "other"}, "tags project/cluster"),
         ({"colour": "blue"}, "colour"),
+        ({"checkpoint_bucket_name": "My_Bucket"}, "bucket name"),
     ],
 )
 def test_bad_fields_become_one_bad_input_error(over, message):
@@ -72,3 +73,8 @@ def test_read_public_key(tmp_path):
         read_public_key(bad)
     with pytest.raises(BadInputError, match="no such public key"):
         read_public_key(tmp_path / "absent.pub")
+
+
+def test_bucket_name_default_and_override():
+    assert make_spec("aws").bucket_name.startswith("vision-c1-ckpt-")
+    assert make_spec("aws", checkpoint_bucket_name="team-ckpts-01").bucket_name == "team-ckpts-01"
