@@ -14,7 +14,7 @@ import pytest
 from infra.plan import resource_plan
 from infra.spec import AwsProviderSettings
 from infra.tags import is_valid_gcp_label, to_gcp_labels
-from tests.infra.conftest import CIDR, PUBKEY, make_spec
+from tests.infra.helpers import CIDR, PUBKEY, make_spec
 
 # The provider SDKs warn about their own deprecated aliases when first imported.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -204,6 +204,14 @@ def test_gcp_on_demand_is_standard_and_restarts(gcp_a2_od2):
         assert s["provisioningModel"] == "STANDARD"
         assert "instanceTerminationAction" not in s
         assert s["automaticRestart"] is True and s["onHostMaintenance"] == "TERMINATE"
+
+
+def test_gcp_cpu_only_on_demand_migrates_and_has_no_accelerators():
+    plan = resource_plan(make_spec("gcp", instance_type="n2-standard-8", accelerator=None, accelerator_count=0,
+                                   spot=False))
+    (inst,) = by_type(plan, GCP_INSTANCE)
+    assert inst.inputs["scheduling"]["onHostMaintenance"] == "MIGRATE"
+    assert "guestAccelerators" not in inst.inputs
 
 
 def test_gcp_labels_on_every_billable_resource(gcp_n1_spot2):

@@ -7,7 +7,7 @@ import pytest
 from infra.spec import ClusterInfraSpec, read_public_key
 from launcher.errors import BadInputError
 from pricing.models import Offer
-from tests.infra.conftest import CIDR, PUBKEY, make_spec, make_tags
+from tests.infra.helpers import CIDR, PUBKEY, make_spec, make_tags
 
 
 def offer(cloud="aws", zone="us-east-1a", **over):

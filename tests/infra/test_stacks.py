@@ -13,7 +13,7 @@ import pytest
 from infra import stacks
 from infra.cli_check import INSTALL_HINT, find_pulumi
 from launcher.errors import BadInputError, ToolMissingError
-from tests.infra.conftest import make_spec
+from tests.infra.helpers import make_spec
 
 
 @pytest.fixture

@@ -1,10 +1,8 @@
-"""Shared builders for infra tests: a full tag set and cluster specs (no cloud, no CLI)."""
+"""Builders for infra tests: a full tag set and cluster specs (no cloud, no CLI)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-
-import pytest
 
 from infra.spec import ClusterInfraSpec
 from infra.tags import TagInput, build_tags
@@ -36,7 +34,3 @@ def make_spec(cloud: str = "aws", **over) -> ClusterInfraSpec:
     base.setdefault("tags", make_tags(cluster=base["cluster"], project=base["project"]))
     return ClusterInfraSpec.build(**base)
 
-
-@pytest.fixture
-def spec_factory():
-    return make_spec
