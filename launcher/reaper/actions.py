@@ -12,14 +12,16 @@ from dataclasses import dataclass
 
 from launcher.providers.base import InstanceInfo, Provider
 
-StackDestroyer = Callable[[str], None]  # stack name -> destroy it (idempotent)
+StackDestroyer = Callable[[str, str], None]  # (project, cluster) -> destroy its stack (idempotent)
 
 
 @dataclass(frozen=True)
 class ActionTarget:
     provider: Provider
     instance: InstanceInfo
-    stack: str | None
+    stack: str | None  # stack name, when the ledger knows the cluster was made by infra/
+    project: str | None = None
+    cluster: str | None = None
 
 
 class Action(abc.ABC):
@@ -43,8 +45,8 @@ class Destroy(Action):
     name = "destroy"
 
     def execute(self, target, destroy_stack):
-        if target.stack and destroy_stack is not None:
-            destroy_stack(target.stack)
+        if target.stack and target.project and target.cluster and destroy_stack is not None:
+            destroy_stack(target.project, target.cluster)
             return f"destroyed stack {target.stack}"
         target.provider.terminate_instance(target.instance.region, target.instance.instance_id)
         return f"terminated {target.instance.instance_id}"

@@ -109,12 +109,13 @@ def run_pass(
             except Exception as e:  # noqa: BLE001 - reported, the pass goes on
                 report.errors.append(f"{name}: listing failed: {e}")
                 continue
+            if project:
+                instances = [i for i in instances if i.tags.get("project") == project]
+            batch = _batch_signals(provider, instances, policy, retry_kwargs)
             clusters = {c.name: c for c in ledger.clusters(provider=name)}
             by_instance = {n.get("instance_id"): c for c in clusters.values() for n in c.nodes if n.get("instance_id")}
             for inst in sorted(instances, key=lambda i: (i.region, i.instance_id)):
-                if project and inst.tags.get("project") != project:
-                    continue
-                outcome = _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, report.pass_id, retry_kwargs)
+                outcome = _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, report.pass_id, retry_kwargs, batch)
                 report.outcomes.append(outcome)
             listed = {i.instance_id for i in instances}
             for c in clusters.values():
@@ -128,7 +129,26 @@ def run_pass(
         lock.release()
 
 
-def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, pass_id, retry_kwargs) -> ReapOutcome:
+def _batch_signals(provider, instances, policy, retry_kwargs) -> dict[str, object]:
+    """Providers that can read many instances' metrics in one call (CloudWatch get_metric_data
+    takes 500 queries) expose `idle_signals_many`; one call per distinct window. A failure
+    here falls back to per-instance reads."""
+    many = getattr(provider, "idle_signals_many", None)
+    if many is None or not instances:
+        return {}
+    by_window: dict[int, list[InstanceInfo]] = {}
+    for i in instances:
+        by_window.setdefault(policy.for_project(i.tags.get("project")).idle.window_minutes, []).append(i)
+    out: dict[str, object] = {}
+    for window, group in by_window.items():
+        try:
+            out.update(with_retries(lambda g=group, w=window: many(g, w), **retry_kwargs))
+        except Exception:  # noqa: BLE001 - per-instance reads below report the error
+            pass
+    return out
+
+
+def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, pass_id, retry_kwargs, batch) -> ReapOutcome:
     proj_policy = policy.for_project(inst.tags.get("project"))
     cluster = by_instance.get(inst.instance_id) or clusters.get(inst.tags.get("cluster", ""))
     run_id = (cluster.run_id if cluster else None) or inst.tags.get("run-id")
@@ -140,11 +160,12 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
         ledger.last_heartbeat(cluster=cluster.name) if cluster else None,
         ledger.last_heartbeat(run_id=run_id) if run_id and ledger_known else None,
     ) if b is not None]
-    signals, sig_err = None, None
-    try:
-        signals = with_retries(lambda: provider.idle_signals(inst, proj_policy.idle.window_minutes), **retry_kwargs)
-    except Exception as e:  # noqa: BLE001
-        sig_err = f"{type(e).__name__}: {e}"
+    signals, sig_err = batch.get(inst.instance_id), None
+    if signals is None:
+        try:
+            signals = with_retries(lambda: provider.idle_signals(inst, proj_policy.idle.window_minutes), **retry_kwargs)
+        except Exception as e:  # noqa: BLE001
+            sig_err = f"{type(e).__name__}: {e}"
     obs = Observation(
         instance=inst,
         signals=signals,
@@ -173,7 +194,7 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
             elif action == "clear-mark":
                 with_retries(lambda: provider.untag_instance(inst.region, inst.instance_id, [MARK_TAG]), **retry_kwargs)
             else:
-                target = ActionTarget(provider=provider, instance=inst, stack=obs.stack)
+                target = ActionTarget(provider=provider, instance=inst, stack=obs.stack, project=cluster.project if cluster else None, cluster=cluster.name if cluster else None)
                 done = with_retries(lambda: get_action(action).execute(target, destroy_stack), **retry_kwargs)
                 reasons.append(done)
                 if cluster is not None and action == "destroy":
@@ -241,8 +262,8 @@ def _orphan_stack_outcome(cluster, listed, provider, ledger, now, dry_run, destr
     ok, error = True, None
     if not dry_run:
         try:
-            if cluster.stack and destroy_stack is not None:
-                destroy_stack(cluster.stack)
+            if cluster.stack and cluster.project and destroy_stack is not None:
+                destroy_stack(cluster.project, cluster.name)
                 reasons.append(f"destroyed stack {cluster.stack}")
             ledger.set_cluster_state(cluster.name, ClusterState.TERMINATED)
         except Exception as e:  # noqa: BLE001

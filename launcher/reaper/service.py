@@ -27,10 +27,11 @@ def reap_once(policy_path: Path | None, *, dry_run: bool, project: str | None, n
         return run_pass(policy, providers, ledger, now=now or datetime.now(UTC), dry_run=dry_run, project=project, destroy_stack=_destroy_stack, price_lookup=_price_lookup)
 
 
-def _destroy_stack(stack: str) -> None:
+def _destroy_stack(project: str, cluster: str) -> None:
+    """`pulumi destroy` through infra/ so the stack's state stays consistent."""
     from infra import stacks
 
-    stacks.destroy_by_name(stack)
+    stacks.destroy(project, cluster)
 
 
 def _price_lookup(instance) -> float | None:
