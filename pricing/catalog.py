@@ -49,13 +49,18 @@ class Catalog:
         return tuple(sorted(self.sources))
 
     def regions(self, clouds: tuple[str, ...] | None = None) -> tuple[str, ...]:
-        df = self.offers
+        from pricing.frame import codes_and_categories, isin
+
+        codes, cats = codes_and_categories(self.offers["region"])
         if clouds:
-            df = df[df["cloud"].isin(clouds)]
-        return tuple(sorted(df["region"].dropna().astype(str).unique()))
+            codes = codes[isin(self.offers["cloud"], clouds)]
+        return tuple(sorted(str(cats[i]) for i in np.unique(codes) if i >= 0))
 
     def accelerators(self) -> tuple[str, ...]:
-        return tuple(sorted(self.offers["accelerator"].dropna().astype(str).unique()))
+        from pricing.frame import codes_and_categories
+
+        codes, cats = codes_and_categories(self.offers["accelerator"])
+        return tuple(sorted(str(cats[i]) for i in np.unique(codes) if i >= 0))
 
 
 _PROCESS_CACHE: dict[tuple, Catalog] = {}

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from launcher.errors import BadInputError, NoOfferError, UnknownNameError
+from pricing import frame as fr
 from pricing.catalog import Catalog
 from pricing.gpus import gpu_family
 from pricing.models import Offer, OfferQuery, ScoredOffer
@@ -108,21 +109,20 @@ def explain_offers(catalog: Catalog, query: OfferQuery, *, limit: int | None = N
     df, dropped = _filter(catalog.offers, query)
     if df.empty:
         raise NoOfferError(_no_offer_message(query, dropped), hint=_no_offer_hint(dropped))
-    scored = score_frame(df, query)
-    if query.deadline_hours is not None:
-        late = scored["expected_hours"].to_numpy() > query.deadline_hours
-        if late.any():
-            dropped["expected to miss the deadline"] = int(late.sum())
-            scored = scored[~late]
-        if scored.empty:
-            raise NoOfferError(_no_offer_message(query, dropped), hint=_no_offer_hint(dropped))
-    matched = len(df)
-    top = scored.iloc[: limit if limit is not None else len(scored)]
-    return RankReport(offers=_to_scored(top), matched=matched, dropped=dropped)
+    scored, late = score_frame(df, query, limit=limit)
+    if late:
+        dropped["expected to miss the deadline"] = late
+    if scored.empty:
+        raise NoOfferError(_no_offer_message(query, dropped), hint=_no_offer_hint(dropped))
+    return RankReport(offers=_to_scored(scored), matched=len(df), dropped=dropped)
 
 
-def score_frame(df: pd.DataFrame, query: OfferQuery) -> pd.DataFrame:
-    """Add expected_hours, expected_cost_usd and the parts; sort best first (deterministic)."""
+def score_frame(df: pd.DataFrame, query: OfferQuery, *, limit: int | None = None) -> tuple[pd.DataFrame, int]:
+    """The best `limit` rows with expected_hours, expected_cost_usd and the parts, best first.
+
+    Scores and sorts on arrays and only materializes the rows returned. Also returns how many
+    offers were left out for missing `query.deadline_hours`.
+    """
     t = expected_time(
         df["hazard_per_hour"].to_numpy(dtype="float64"),
         query.work_hours,
@@ -131,28 +131,36 @@ def score_frame(df: pd.DataFrame, query: OfferQuery) -> pd.DataFrame:
         restart_hours=query.restart_overhead_minutes / 60.0,
     )
     price = df["price_usd_per_hour"].to_numpy(dtype="float64")
-    out = df.assign(
-        checkpoint_hours=t.checkpoint_hours,
-        expected_hours=t.expected_hours,
-        expected_cost_usd=price * t.expected_hours,
-        part_work_hours=t.work,
-        part_checkpoint_hours=t.checkpoints,
-        part_lost_work_hours=t.lost_work,
-        part_restart_hours=t.restarts,
-    )
+    cost = price * t.expected_hours
     # Ties: cost, then price, then on-demand before spot, then names (stable, platform independent).
     order = np.lexsort(
         (
-            _sort_key(out["instance_type"]),
-            _sort_key(out["zone"]),
-            _sort_key(out["region"]),
-            _sort_key(out["cloud"]),
-            out["spot"].to_numpy(),
+            _sort_key(df["instance_type"]),
+            _sort_key(df["zone"]),
+            _sort_key(df["region"]),
+            _sort_key(df["cloud"]),
+            df["spot"].to_numpy(),
             price,
-            np.round(out["expected_cost_usd"].to_numpy(), 9),
+            np.round(cost, 9),
         )
     )
-    return out.iloc[order]
+    late = 0
+    if query.deadline_hours is not None:
+        on_time = t.expected_hours[order] <= query.deadline_hours
+        late = int((~on_time).sum())
+        order = order[on_time]
+    if limit is not None:
+        order = order[:limit]
+    out = df.iloc[order].assign(
+        checkpoint_hours=t.checkpoint_hours[order],
+        expected_hours=t.expected_hours[order],
+        expected_cost_usd=cost[order],
+        part_work_hours=t.work[order],
+        part_checkpoint_hours=t.checkpoints[order],
+        part_lost_work_hours=t.lost_work[order],
+        part_restart_hours=t.restarts[order],
+    )
+    return out, late
 
 
 def _sort_key(s: pd.Series) -> np.ndarray:
@@ -174,8 +182,9 @@ def _validate(catalog: Catalog, query: OfferQuery) -> None:
     for c in query.clouds or ():
         if c not in catalog.sources:
             raise UnknownNameError("cloud", c, catalog.sources, extra=" (not in the loaded catalog)")
-    known_regions = catalog.regions(query.clouds)
-    for r in (*(query.regions or ()), *query.exclude_regions):
+    wanted = (*(query.regions or ()), *query.exclude_regions)
+    known_regions = catalog.regions(query.clouds) if wanted else ()
+    for r in wanted:
         if r not in known_regions:
             where = f" for {', '.join(query.clouds)}" if query.clouds else ""
             if len(known_regions) <= 12:
@@ -187,25 +196,23 @@ def _filter(offers: pd.DataFrame, q: OfferQuery) -> tuple[pd.DataFrame, dict[str
     dropped: dict[str, int] = {}
     mask = np.ones(len(offers), dtype=bool)
     if q.gpus is not None:
-        acc = offers["accelerator"].astype(object).to_numpy()
-        fam = offers["accelerator_family"].astype(object).to_numpy()
-        count = offers["accelerator_count"].to_numpy()
         gmask = np.zeros(len(offers), dtype=bool)
+        count = offers["accelerator_count"].to_numpy()
         for g in q.gpus:
             # A family name matches its variants; a variant name matches itself only.
-            names = fam if gpu_family(g.name) == g.name else acc
-            gmask |= (names == g.name) & (count == g.count)
+            col = "accelerator_family" if gpu_family(g.name) == g.name else "accelerator"
+            gmask |= fr.eq(offers[col], g.name) & (count == g.count)
         mask &= gmask
     if q.spot is not None:
         mask &= offers["spot"].to_numpy() == q.spot
     if q.clouds:
-        mask &= offers["cloud"].isin(q.clouds).to_numpy()
+        mask &= fr.isin(offers["cloud"], q.clouds)
     if q.regions:
-        mask &= offers["region"].isin(q.regions).to_numpy()
+        mask &= fr.isin(offers["region"], q.regions)
     if q.zones:
-        mask &= offers["zone"].isin(q.zones).to_numpy()
+        mask &= fr.isin(offers["zone"], q.zones)
     if q.instance_types:
-        mask &= offers["instance_type"].isin(q.instance_types).to_numpy()
+        mask &= fr.isin(offers["instance_type"], q.instance_types)
     for col, minimum in (
         ("gpu_memory_gib", q.min_gpu_memory_gib),
         ("vcpus", q.min_vcpus),
@@ -215,7 +222,7 @@ def _filter(offers: pd.DataFrame, q: OfferQuery) -> tuple[pd.DataFrame, dict[str
             mask &= np.nan_to_num(offers[col].to_numpy(dtype="float64"), nan=-1.0) >= minimum
     df = offers[mask]
     if q.exclude_regions:
-        excl = df["region"].isin(q.exclude_regions).to_numpy()
+        excl = fr.isin(df["region"], q.exclude_regions)
         _count(dropped, "in an excluded region", excl)
         df = df[~excl]
     price = df["price_usd_per_hour"].to_numpy(dtype="float64")

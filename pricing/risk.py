@@ -98,40 +98,52 @@ class RiskModel:
     advisor_source: str = "snapshot"
 
     def apply(self, offers: pd.DataFrame) -> pd.DataFrame:
-        """Add hazard_per_hour and interruption_band columns (vectorized)."""
+        """Add hazard_per_hour and interruption_band columns (vectorized on category codes)."""
+        from pricing.frame import eq
+
         n = len(offers)
         hazard = np.zeros(n, dtype="float64")
-        band = np.full(n, "on-demand", dtype=object)
+        band = np.zeros(n, dtype="int16")  # index into labels below
+        labels = ["on-demand", "default", "user", *(label for label, _ in ADVISOR_BANDS)]
         spot = offers["spot"].to_numpy(dtype=bool)
-        clouds = offers["cloud"].astype(str).to_numpy()
-        for cloud in np.unique(clouds[spot]) if spot.any() else []:
-            sel = spot & (clouds == cloud)
+        from pricing.frame import codes_and_categories
+
+        cloud_codes, cloud_cats = codes_and_categories(offers["cloud"])
+        clouds = {str(cloud_cats[i]) for i in np.unique(cloud_codes[spot]) if i >= 0}
+        for cloud in sorted(clouds):
+            sel = spot & eq(offers["cloud"], cloud)
             hazard[sel] = self.cloud_defaults.get(cloud, FALLBACK_DEFAULT)
-            band[sel] = "default"
-        aws = spot & (clouds == "aws")
+            band[sel] = 1
+        aws = spot & eq(offers["cloud"], "aws") if "aws" in clouds else np.zeros(n, dtype=bool)
         if aws.any() and len(self.advisor):
-            idx = pd.MultiIndex.from_frame(self.advisor[["region", "instance_type"]])
-            pos = idx.get_indexer(
-                pd.MultiIndex.from_arrays(
-                    [offers["region"].astype(str).to_numpy()[aws], offers["instance_type"].astype(str).to_numpy()[aws]]
-                )
+            r_codes0 = codes_and_categories(offers["region"])[0]
+            t_codes0 = codes_and_categories(offers["instance_type"])[0]
+            where = np.flatnonzero(aws & (r_codes0 >= 0) & (t_codes0 >= 0))
+            table = {(r, t): b for r, t, b in self.advisor[["region", "instance_type", "band"]].itertuples(index=False)}
+            r_codes, r_cats = codes_and_categories(offers["region"])
+            t_codes, t_cats = codes_and_categories(offers["instance_type"])
+            # Look each distinct (region, type) pair up once, then scatter back.
+            key = r_codes[where].astype("int64") * (len(t_cats) + 1) + t_codes[where]
+            uniq, inverse = np.unique(key, return_inverse=True)
+            per_pair = np.array(
+                [table.get((r_cats[k // (len(t_cats) + 1)], t_cats[k % (len(t_cats) + 1)]), -1) for k in uniq],
+                dtype="int64",
             )
-            found = pos >= 0
-            bands = self.advisor["band"].to_numpy()[pos[found]]
-            where = np.flatnonzero(aws)[found]
-            hazard[where] = np.asarray(BAND_HAZARD_PER_HOUR)[bands]
-            band[where] = np.asarray([label for label, _ in ADVISOR_BANDS], dtype=object)[bands]
+            bands = per_pair[inverse]
+            found = bands >= 0
+            hazard[where[found]] = np.asarray(BAND_HAZARD_PER_HOUR)[bands[found]]
+            band[where[found]] = 3 + bands[found]
         for o in self.overrides:
-            sel = spot & (clouds == o.cloud)
+            sel = spot & eq(offers["cloud"], o.cloud)
             if o.region is not None:
-                sel &= offers["region"].astype(str).to_numpy() == o.region
+                sel &= eq(offers["region"], o.region)
             if o.instance_type is not None:
-                sel &= offers["instance_type"].astype(str).to_numpy() == o.instance_type
+                sel &= eq(offers["instance_type"], o.instance_type)
             hazard[sel] = o.hazard_per_hour
-            band[sel] = "user"
+            band[sel] = 2
         out = offers.copy()
         out["hazard_per_hour"] = hazard
-        out["interruption_band"] = pd.Categorical(band)
+        out["interruption_band"] = pd.Categorical.from_codes(band, categories=labels)
         return out
 
 
