@@ -8,10 +8,11 @@ import json
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher.checkpoint import PREEMPTED_EXIT_CODE, CheckpointStore
+from launcher.checkpoint import PREEMPTED_EXIT_CODE
 
 TRAIN = Path(__file__).resolve().parents[2] / "task_specs" / "train.py"
 # 4 epochs x 35 steps; slow each step down a little so a signal lands within a step or two.
@@ -19,6 +20,18 @@ ARGS = ["--epochs", "4", "--batch-size", "40", "--log-every-steps", "1", "--chec
         "--step-time-s", "0.004"]  # fmt: skip
 TOTAL_STEPS = 4 * (1437 // 40)
 INTERVAL = 25
+
+
+def interrupted_chain(ckpt: Path) -> list[Run]:
+    """SIGTERM at step ~20, SIGTERM at ~80 (with wall-clock saves too), kill -9 at ~115, run to
+    the end, then start the finished job once more."""
+    return [
+        train(ckpt, stop_at=20),
+        train(ckpt, "--checkpoint-every-seconds", "0.1", stop_at=80),
+        train(ckpt, stop_at=115, sig=signal.SIGKILL),
+        train(ckpt),
+        train(ckpt),
+    ]
 
 
 @dataclass
@@ -58,7 +71,11 @@ def train(ckpt: Path | None, *extra: str, stop_at: int | None = None, sig: int =
 
 
 def test_preempted_and_killed_run_resumes_bit_identically(tmp_path):
-    reference = train(None)
+    # The uninterrupted reference runs beside the interrupted chain (2 cores), checked after.
+    with ThreadPoolExecutor(1) as pool:
+        pending_reference = pool.submit(train, None)
+        runs = interrupted_chain(tmp_path / "ck")
+        reference = pending_reference.result()
     assert reference.returncode == 0
     assert reference.last_line.startswith("final_weights_sha256=")
     assert len(reference.last_line.split("=", 1)[1]) == 64
@@ -66,7 +83,7 @@ def test_preempted_and_killed_run_resumes_bit_identically(tmp_path):
     ref_losses = reference.losses()
     assert len(ref_losses) == TOTAL_STEPS
 
-    ckpt = tmp_path / "ck"
+    first, second, third, fourth, again = runs
     seen_losses: dict[int, float] = {}
 
     def check_losses(run: Run) -> None:
@@ -75,30 +92,29 @@ def test_preempted_and_killed_run_resumes_bit_identically(tmp_path):
             seen_losses[step] = loss
 
     # 1) SIGTERM at step ~20: saves at the next step boundary and exits with the preempted code.
-    first = train(ckpt, stop_at=20)
     assert first.returncode == PREEMPTED_EXIT_CODE
     stopped = first.of("preempted")[0]["step"]
     assert stopped >= 20 and first.of("checkpoint")[-1] == {
         **first.of("checkpoint")[-1], "step": stopped, "reason": "preemption"}
-    assert CheckpointStore(ckpt).latest().step == stopped
+    assert second.of("resumed")[0]["checkpoint"] == first.of("checkpoint")[-1]["checkpoint"]
     check_losses(first)
 
-    # 2) Resume exactly there (mid-epoch), SIGTERM again in a later epoch.
-    second = train(ckpt, stop_at=80)
+    # 2) Resume exactly there (mid-epoch), SIGTERM again in a later epoch. Also save on a wall
+    #    clock here: when saves happen must not change what is computed.
     assert second.returncode == PREEMPTED_EXIT_CODE
+    assert any(c["reason"] == "interval_seconds" for c in second.of("checkpoint"))
     assert second.of("resumed")[0]["step"] == stopped
     assert min(second.losses()) == stopped + 1
     check_losses(second)
     stopped = second.of("preempted")[0]["step"]
 
     # 3) kill -9 (no notice, no save): the next run resumes from the last interval checkpoint.
-    third = train(ckpt, stop_at=115, sig=signal.SIGKILL)
     assert third.returncode == -signal.SIGKILL
+    assert third.of("resumed")[0]["step"] == stopped
     check_losses(third)
     last_logged_ckpt = third.of("checkpoint")[-1]["step"]
     killed_after = max(third.losses())
 
-    fourth = train(ckpt)
     assert fourth.returncode == 0
     resumed = fourth.of("resumed")[0]["step"]
     assert resumed >= last_logged_ckpt  # never an older checkpoint than the last committed one
@@ -108,6 +124,5 @@ def test_preempted_and_killed_run_resumes_bit_identically(tmp_path):
     assert fourth.last_line == reference.last_line
 
     # A finished job that is started again (e.g. preempted after it printed) just reports.
-    again = train(ckpt)
     assert again.returncode == 0 and again.last_line == reference.last_line
     assert again.of("resumed")[0]["step"] == TOTAL_STEPS and again.losses() == {}
