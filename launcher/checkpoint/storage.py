@@ -49,11 +49,14 @@ def open_storage(url: str) -> Storage:
         raise BadInputError("empty checkpoint URL")
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
-    if scheme in ("", "file") or (len(scheme) == 1 and url[1:3] in (":\\", ":/")):
+    if scheme in ("", "file"):
         from launcher.checkpoint.storage_local import LocalStorage
 
-        path = parsed.path if scheme == "file" else url
-        return LocalStorage(path)
+        if scheme == "file" and parsed.netloc not in ("", "localhost"):
+            raise BadInputError(
+                f"checkpoint URL {url!r} names a host", hint="use file:///absolute/path or a plain path"
+            )
+        return LocalStorage(parsed.path if scheme == "file" else url)
     if scheme in ("s3", "gs"):
         bucket = parsed.netloc
         if not bucket:

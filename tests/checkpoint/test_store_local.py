@@ -190,3 +190,28 @@ def test_urls_select_backends_and_bad_ones_are_refused(tmp_path):
         store.save(2, {"../escape": b"x"})
     with pytest.raises(BadInputError):
         store.save(2, {MANIFEST_NAME: b"x"})
+
+
+def test_inspector_lists_verifies_and_repairs(tmp_path, capsys):
+    from launcher.checkpoint.__main__ import main
+
+    root = tmp_path / "ck"
+    store = CheckpointStore(root, keep_last=None, clock_ns=TickClock())
+    good = store.save(1, payload(1))
+    torn = store.save(2, payload(2))
+    _damage_flip(root / torn.checkpoint_id / "weights.bin")
+
+    assert main(["ls", str(root), "--verify"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["step"], r["valid"]) for r in rows] == [(2, False), (1, True)]
+    assert main(["latest", str(root)]) == 0
+    assert json.loads(capsys.readouterr().out)["checkpoint_id"] == good.checkpoint_id
+    assert main(["repair", str(root)]) == 0
+    assert json.loads(capsys.readouterr().out)["deleted"] == [torn.checkpoint_id]
+    assert main(["ls", "s4://bucket"]) == 2
+    assert main(["latest", str(tmp_path / "empty")]) == 7
+
+
+def test_file_url_with_a_host_is_refused():
+    with pytest.raises(BadInputError):
+        open_storage("file://relative/path")
