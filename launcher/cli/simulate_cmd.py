@@ -1,1 +1,55 @@
-"""Commands: simulate (placeholder until implemented)."""
+"""Command: `launcher simulate` (replay spot traces against a placement policy).
+
+Kept light at import: the simulator and policies load inside the command (no pandas at all).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from launcher.cli.app import app
+
+
+@app.command("simulate")
+def simulate(
+    cases: Path = typer.Option(..., "--cases", help="JSON list of cases (see `launcher simulate --help`)."),
+    trace_root: Path = typer.Option(..., "--trace-root", help="Directory the cases' trace paths are relative to."),
+    policy: str = typer.Option("deadline-aware", "--policy", help="Placement policy name."),
+    optimum: bool = typer.Option(
+        False, "--optimum", help="Also compute the omniscient optimum per case (exact DP; slower)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per case (JSON lines)."),
+) -> None:
+    """Simulate a placement policy on spot availability traces, one result per case.
+
+    A case: {"trace": PATH (or "traces": [PATH, ...] for multi-zone), "start_tick": N,
+    "work_hours": H, "deadline_hours": H, "overhead_hours": H, "on_demand_price": USD_PER_HOUR,
+    "spot_price": USD_PER_HOUR}. Single-zone policies given several traces run in the first one.
+    """
+    from launcher.cli.render import print_table
+    from launcher.policies.registry import get_placement_policy
+    from launcher.simulation.cases import load_cases, run_cases
+
+    pol = get_placement_policy(policy)  # unknown name -> exit 2 with a did-you-mean
+    specs = load_cases(cases)
+    outcomes = run_cases(specs, trace_root, pol, with_optimum=optimum)
+    if as_json:
+        import json
+        import sys
+
+        for o in outcomes:
+            sys.stdout.write(json.dumps(o.to_json()) + "\n")
+        return
+    cols = ["case", "policy", "cost $", "finished", "met deadline", "hours", "preemptions", "switches", "spot h", "on-demand h"]
+    if optimum:
+        cols.append("optimum $")
+    rows = []
+    for o in outcomes:
+        row = [o.case, o.policy, f"{o.cost:.2f}", o.finished, o.met_deadline, f"{o.hours:.2f}", o.preemptions,
+               o.switches, f"{o.spot_hours:.2f}", f"{o.on_demand_hours:.2f}"]
+        if optimum:
+            row.append("infeasible" if o.omniscient_cost is None else f"{o.omniscient_cost:.2f}")
+        rows.append(row)
+    print_table(f"simulate: {pol.name}", cols, rows)

@@ -36,6 +36,8 @@ class DecisionState:
     spot_price_usd_per_hour: float | None = None
     on_demand_price_usd_per_hour: float | None = None
     preemptions: int = 0
+    # Restart overhead still to pay on the cluster held now (0 when productive or idle).
+    overhead_remaining_hours: float = 0.0
 
 
 @dataclass(frozen=True)

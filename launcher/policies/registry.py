@@ -1,0 +1,67 @@
+"""Placement policies by name. `get_placement_policy("deadline-aware")` returns a fresh object
+(policies keep per-run state between `reset` calls, so runs must not share one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from launcher.errors import UnknownNameError
+from launcher.policies.base import PlacementPolicy
+
+
+def _on_demand(**kw) -> PlacementPolicy:
+    from launcher.policies.baselines import OnDemandPolicy
+
+    return OnDemandPolicy(**kw)
+
+
+def _greedy(**kw) -> PlacementPolicy:
+    from launcher.policies.baselines import GreedyPolicy
+
+    return GreedyPolicy(**kw)
+
+
+def _uniform_progress(**kw) -> PlacementPolicy:
+    from launcher.policies.baselines import UniformProgressPolicy
+
+    return UniformProgressPolicy(**kw)
+
+
+def _deadline_aware(**kw) -> PlacementPolicy:
+    from launcher.policies.deadline_aware import DeadlineAwarePolicy
+
+    return DeadlineAwarePolicy(**kw)
+
+
+def _multi_zone(**kw) -> PlacementPolicy:
+    from launcher.policies.deadline_aware import MultiZonePolicy
+
+    return MultiZonePolicy(**kw)
+
+
+_PLACEMENT: dict[str, Callable[..., PlacementPolicy]] = {
+    "on-demand": _on_demand,
+    "greedy": _greedy,
+    "uniform-progress": _uniform_progress,
+    "deadline-aware": _deadline_aware,
+    "multi-zone": _multi_zone,
+}
+
+DEFAULT_WITH_DEADLINE = "deadline-aware"
+
+
+def names() -> list[str]:
+    return list(_PLACEMENT)
+
+
+def get_placement_policy(name: str, **params) -> PlacementPolicy:
+    """A new policy object by registered name; `params` go to its constructor."""
+    try:
+        factory = _PLACEMENT[name]
+    except KeyError:
+        raise UnknownNameError("placement policy", name, _PLACEMENT) from None
+    return factory(**params)
+
+
+def register(name: str, factory: Callable[..., PlacementPolicy]) -> None:
+    _PLACEMENT[name] = factory
