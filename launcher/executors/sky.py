@@ -203,6 +203,7 @@ class SkyExecutor(Executor):
     identity_file: str | None = None
     poll_interval_s: float = 10.0
     unreachable_polls: int = 3
+    lookup_provider: bool = True  # without `provider`, build the cloud's own (aws/gcp) from the registry
     clock: Callable[[], float] = time.monotonic
     name: str = "sky"
 
@@ -213,7 +214,9 @@ class SkyExecutor(Executor):
 
     def task_config(self, request: ExecRequest, handle: ClusterHandle) -> dict[str, Any]:
         labels = sky_labels(self.tags) if self.tags else None
-        return task_config(request, handle, accelerator=self.accelerator, labels=labels)
+        # The controller builds executors by cloud name only; the stack records the offer's GPU.
+        accelerator = self.accelerator or handle.extra.get("accelerator")
+        return task_config(request, handle, accelerator=accelerator, labels=labels)
 
     def task(self, request: ExecRequest, handle: ClusterHandle):
         """SkyPilot's own Task object for this attempt (validates field names and values)."""
@@ -381,7 +384,7 @@ class SkyExecution(Execution):
 
     def _lost(self, why: str) -> ExecResult:
         gone = self._gone_nodes()
-        provider = self.executor.provider
+        provider = self._provider()
         reclaimed = [
             iid
             for iid in gone
@@ -399,8 +402,18 @@ class SkyExecution(Execution):
         # GCP records reclaims per zone (and a deleted VM's zone cannot be looked up); AWS by region.
         return (self.handle.zone or self.handle.region) if self.handle.provider == "gcp" else self.handle.region
 
+    def _provider(self) -> Provider | None:
+        if self.executor.provider is None and self.executor.lookup_provider and self.handle.provider in ("aws", "gcp"):
+            from launcher.providers import registry
+
+            try:
+                self.executor.provider = registry.get(self.handle.provider)
+            except Exception:  # noqa: BLE001 - without it we report NODE_LOST, not PREEMPTED
+                return None
+        return self.executor.provider
+
     def _gone_nodes(self) -> list[str]:
-        provider = self.executor.provider
+        provider = self._provider()
         if provider is None:
             return []
         gone = []

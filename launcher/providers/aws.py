@@ -183,12 +183,15 @@ class AwsProvider(Provider):
         return CredentialStatus(self.name, True, source + suffix, ident["Account"])
 
     def provision(self, request: ClusterRequest) -> ClusterHandle:
-        stacks = _infra_stacks()
-        return stacks.up(request)
+        from launcher.providers.stack_backed import provision_stack
+
+        return provision_stack(request)
 
     def terminate(self, handle: ClusterHandle) -> None:
         if handle.stack:
-            _infra_stacks().destroy(handle)
+            from launcher.providers.stack_backed import destroy_stack
+
+            destroy_stack(handle)
             return
         # No stack (an orphan or a half-made cluster): terminate its instances directly.
         for node in handle.nodes:
@@ -265,6 +268,35 @@ class AwsProvider(Provider):
 
     def preemption_notice_source(self) -> PreemptionNoticeSource:
         return AWS_NOTICE
+
+    def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
+        """Seen from outside (one DescribeInstances for the cluster): a node reclaimed by EC2,
+        a spot request marked for termination, or a node gone. None while all are healthy."""
+        ids = [n.instance_id for n in handle.nodes]
+        if not ids:
+            return None
+        ec2 = self.client("ec2", handle.region)
+        resp = self._api(lambda: ec2.describe_instances(InstanceIds=ids), ok_codes=("InvalidInstanceID.NotFound",))
+        found = {i["InstanceId"]: i for r in (resp or {}).get("Reservations", []) for i in r["Instances"]}
+        for iid in ids:
+            inst = found.get(iid)
+            if inst is None:
+                return f"instance {iid} is gone"
+            if inst.get("StateReason", {}).get("Code") == SPOT_RECLAIM_CODE:
+                return f"instance {iid} reclaimed by EC2 (spot)"
+            if _STATE.get(inst["State"]["Name"]) in ("terminated", "stopping", "stopped"):
+                return f"instance {iid} is {inst['State']['Name']}"
+        spot_requests = [i["SpotInstanceRequestId"] for i in found.values() if i.get("SpotInstanceRequestId")]
+        if spot_requests:
+            resp = self._api(
+                lambda: ec2.describe_spot_instance_requests(SpotInstanceRequestIds=spot_requests),
+                ok_codes=("InvalidSpotInstanceRequestID.NotFound",),
+            )
+            for req in (resp or {}).get("SpotInstanceRequests", []):
+                code = req.get("Status", {}).get("Code", "")
+                if code.startswith("marked-for-") or code.startswith("instance-terminated"):
+                    return f"spot request {req['SpotInstanceRequestId']}: {code}"
+        return None
 
     # ---- idle signals (CloudWatch) --------------------------------------------------------------
     def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
@@ -371,15 +403,3 @@ def _to_info(inst: dict, region: str) -> InstanceInfo:
         tags=tags,
         launched_at=inst.get("LaunchTime"),
     )
-
-
-def _infra_stacks():
-    """infra.stacks (Pulumi Automation API) owns cluster lifecycles; imported lazily."""
-    try:
-        from infra import stacks
-    except ImportError as e:
-        raise ProviderError(
-            "cluster provisioning needs infra.stacks (Pulumi programs), which is not available",
-            hint="install with pip install 'gpu-launcher[pulumi]'",
-        ) from e
-    return stacks

@@ -217,6 +217,15 @@ class FakeProvider(Provider):
     def preemption_notice_source(self) -> PreemptionNoticeSource:
         return FAKE_NOTICE
 
+    def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
+        with self._lock:
+            for node in handle.nodes:
+                inst = self._instances.get(node.instance_id)
+                if inst is None or inst.info.state != "running":
+                    why = "reclaimed (spot)" if inst is not None and inst.preempted else (inst.info.state if inst else "gone")
+                    return f"instance {node.instance_id} {why}"
+        return None
+
     # ---- internals ----------------------------------------------------------------------------
     def _terminate(self, iid: str) -> None:
         inst = self._instances[iid]

@@ -168,15 +168,16 @@ class GcpProvider(Provider):
         return CredentialStatus(self.name, status.enabled, source, project)
 
     def provision(self, request: ClusterRequest) -> ClusterHandle:
-        from launcher.providers.aws import _infra_stacks
+        from launcher.providers.stack_backed import provision_stack
 
-        return _infra_stacks().up(request)
+        extra = {"gcp_project": self._project or _detect_project(self._env)}
+        return provision_stack(request, **{k: v for k, v in extra.items() if v})
 
     def terminate(self, handle: ClusterHandle) -> None:
         if handle.stack:
-            from launcher.providers.aws import _infra_stacks
+            from launcher.providers.stack_backed import destroy_stack
 
-            _infra_stacks().destroy(handle)
+            destroy_stack(handle)
             return
         for node in handle.nodes:
             self.terminate_instance(handle.zone or handle.region, node.instance_id)
@@ -333,6 +334,18 @@ class GcpProvider(Provider):
 
     def preemption_notice_source(self) -> PreemptionNoticeSource:
         return GCP_NOTICE
+
+    def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
+        """Seen from outside: a node's zone recorded `compute.instances.preempted`, or the node
+        is gone or stopped. None while all are running."""
+        where = handle.zone or handle.region
+        for node in handle.nodes:
+            state = self.instance_state(where, node.instance_id)
+            if state in (None, "stopping", "stopped"):
+                if _is_zone(where) and self.was_preempted(where, node.instance_id):
+                    return f"instance {node.instance_id} preempted by GCE"
+                return f"instance {node.instance_id} is {state or 'gone'}"
+        return None
 
 
 def _is_zone(where: str) -> bool:

@@ -152,7 +152,7 @@ class ScriptedSdk:
 
 def start(tmp_path, sdk, provider=None, h=None):
     ex = SkyExecutor(accelerator="L4", provider=provider, sdk=sdk, pools_file=tmp_path / "pools.yaml",
-                     identity_file="/id", poll_interval_s=0, unreachable_polls=2)
+                     identity_file="/id", poll_interval_s=0, unreachable_polls=2, lookup_provider=False)
     execution = ex.start(request(tmp_path), h or handle())
     execution._thread.join(5)
     return execution
@@ -227,3 +227,10 @@ def test_pool_file_written_before_deploy(tmp_path):
     start(tmp_path, ScriptedSdk(["RUNNING"]))
     pools = yaml.safe_load(Path(tmp_path / "pools.yaml").read_text())
     assert pools == {"gl-exp-1-cluster": {"user": "ubuntu", "identity_file": "/id", "hosts": ["3.1.1.1", "3.1.1.2"]}}
+
+
+def test_accelerator_comes_from_the_stack_when_the_controller_does_not_say(tmp_path):
+    h = handle()
+    h = ClusterHandle(h.cluster, h.provider, h.region, h.zone, h.nodes, h.stack, {**h.extra, "accelerator": "A10G"})
+    cfg = SkyExecutor(sdk=ScriptedSdk(["RUNNING"])).task_config(request(tmp_path), h)
+    assert cfg["resources"]["accelerators"] == {"A10G": 1}

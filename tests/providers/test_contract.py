@@ -174,3 +174,42 @@ def test_credentials_report_a_source(cloud):
     assert status.provider == cloud.name
     assert status.enabled is True
     assert status.source
+
+
+def test_preemption_notice_from_outside_the_instance(cloud):
+    a, _ = cloud.places
+    nodes = cloud.seed(a, 2, tags(project="pn", cluster="pn"), spot=True)
+    handle = ClusterHandle(
+        cluster="pn",
+        provider=cloud.name,
+        region=cloud.region_of(a),
+        zone=a if cloud.name == "gcp" else None,
+        nodes=tuple(Node(iid, None, rank) for rank, iid in enumerate(nodes)),
+    )
+    assert cloud.provider.preemption_notice(handle, 10.0) is None
+    cloud.preempt(a, nodes[1])
+    why = cloud.provider.preemption_notice(handle, 20.0)
+    assert why is not None and nodes[1] in why
+
+
+def test_provision_without_pulumi_cli_refuses_before_creating_anything(cloud, tmp_path, monkeypatch):
+    if cloud.name == "fake":
+        pytest.skip("the fake provisions in memory; no Pulumi")
+    from launcher.errors import ToolMissingError
+    from launcher.providers.base import ClusterRequest
+    from pricing.models import Offer
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test@host\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no `pulumi` on PATH
+    a, _ = cloud.places
+    offer = Offer(cloud.name, cloud.region_of(a), a if cloud.name == "gcp" else None, "g5.xlarge", "A10G", 1,
+                  4, 16, 24, True, 0.5)
+    t = {**tags(project="prov", cluster="prov"), "experiment": "e", "owner": "o", "cost-center": "c",
+         "run-id": "r", "expires-at": "2026-12-01T08:00:00Z"}
+    req = ClusterRequest("prov", offer, 1, t, ssh_allowed_cidr="203.0.113.7/32")
+    with pytest.raises(ToolMissingError, match="(?i)pulumi"):
+        cloud.provider.provision(req)
+    assert cloud.provider.list_instances({"project": "prov"}) == []

@@ -1,0 +1,50 @@
+"""Cluster lifecycle for providers whose clusters are Pulumi stacks (aws, gcp): infra/ owns the
+resources; the provider only translates its request and handle. infra is imported lazily."""
+
+from __future__ import annotations
+
+from launcher.errors import ProviderError
+from launcher.providers.base import ClusterHandle, ClusterRequest
+
+
+def _infra():
+    try:
+        from infra import naming, spec, stacks
+    except ImportError as e:  # pulumi SDKs not installed
+        raise ProviderError(
+            "cluster provisioning needs the Pulumi programs in infra/ and the Pulumi SDK",
+            hint="pip install 'gpu-launcher[pulumi]' and install the Pulumi CLI",
+        ) from e
+    return naming, spec, stacks
+
+
+def provision_stack(request: ClusterRequest, **overrides) -> ClusterHandle:
+    """`pulumi up` the cluster's stack and return its handle. Refuses (BadInputError) without an
+    SSH key or allowed CIDR, and (ToolMissingError) without the Pulumi CLI, before creating
+    anything. `request.image_id` is the job's container image, not a VM image, so it is not
+    passed to the stack (the VM gets infra's default deep-learning image)."""
+    _naming, spec_mod, stacks = _infra()
+    fields = dict(overrides)
+    if request.disk_size_gib:
+        fields["disk_size_gib"] = request.disk_size_gib
+    spec = spec_mod.ClusterInfraSpec.from_offer(
+        request.offer,
+        num_nodes=request.num_nodes,
+        tags=request.tags,
+        ssh_public_key=spec_mod.read_public_key(None),
+        ssh_allowed_cidr=request.ssh_allowed_cidr,
+        **fields,
+    )
+    spec.require_deployable()
+    handle = stacks.up(spec).to_cluster_handle(request.cluster)
+    extra = {**handle.extra, "project": spec.project}
+    if request.offer.accelerator:
+        extra["accelerator"] = request.offer.accelerator
+    return ClusterHandle(handle.cluster, handle.provider, handle.region, handle.zone, handle.nodes, handle.stack, extra)
+
+
+def destroy_stack(handle: ClusterHandle) -> None:
+    """`pulumi destroy` the cluster's stack; idempotent (no stack = success)."""
+    naming, _spec, stacks = _infra()
+    project = handle.extra.get("project") or naming.parse_stack_name(handle.stack)[0]
+    stacks.destroy(project, handle.cluster)
