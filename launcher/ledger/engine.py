@@ -93,6 +93,16 @@ def current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
+def _stored_revision(engine: Engine) -> str | None:
+    """The revision in alembic_version, read with plain SQL (no Alembic import on the fast
+    path: every CLI command opens the ledger). None when the table is missing or odd."""
+    with engine.connect() as conn:
+        if not engine.dialect.has_table(conn, "alembic_version"):
+            return None
+        rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    return rows[0] if len(rows) == 1 else None
+
+
 def alembic_config(connection: Connection | None = None) -> Any:
     from alembic.config import Config
 
@@ -111,9 +121,7 @@ def _upgrade(conn: Connection) -> None:
 
 def ensure_schema(engine: Engine, url: str) -> None:
     """Upgrade to head when needed; a no-op read when the schema is current."""
-    with engine.connect() as conn:
-        rev = current_revision(conn)
-    if rev == SCHEMA_HEAD:
+    if _stored_revision(engine) == SCHEMA_HEAD:
         return
     if engine.dialect.name == "sqlite":
         _sqlite_upgrade_locked(engine, url)

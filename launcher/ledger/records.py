@@ -295,3 +295,24 @@ class AttemptsFrame:
 
     def __len__(self) -> int:
         return len(self.columns["attempt_id"])
+
+
+@dataclass(frozen=True)
+class CostRollupRow:
+    """One group of a cost roll-up (see Ledger.cost_rollup). Costs in USD, times in hours;
+    first_start/last_end as UTC datetimes (last_end = now for groups with open attempts)."""
+
+    keys: dict[str, Any]  # grouping key -> value (None where the run lacks it)
+    attempts: int
+    preemptions: int  # attempts that ended preempted or node_lost
+    node_hours: float
+    gpu_hours: float
+    billed_cost_usd: float  # what was paid (spot or on-demand price actually used)
+    list_cost_usd: float  # the same hours at on-demand prices
+    spot_cost_usd: float  # part of billed_cost_usd spent on spot capacity
+    first_start: datetime
+    last_end: datetime
+
+    @property
+    def savings_usd(self) -> float:
+        return self.list_cost_usd - self.billed_cost_usd

@@ -64,3 +64,57 @@ def _epoch_default(element: epoch_seconds, compiler: Any, **kw: Any) -> str:
 
 def epoch(col: ColumnElement[Any]) -> epoch_seconds:
     return epoch_seconds(col)
+
+
+class greatest(FunctionElement[float]):
+    type = Float()
+    inherit_cache = True
+
+
+class least(FunctionElement[float]):
+    type = Float()
+    inherit_cache = True
+
+
+class utc_prefix(FunctionElement[str]):
+    """'YYYY-MM-DD' (day) or 'YYYY-MM' (month) of a UtcDateTime column, in UTC."""
+
+    inherit_cache = True
+
+    def __init__(self, col: ColumnElement[Any], unit: str) -> None:
+        assert unit in ("day", "month")
+        self.unit = unit
+        super().__init__(col)
+
+
+@compiles(greatest, "sqlite")
+def _greatest_sqlite(element: greatest, compiler: Any, **kw: Any) -> str:
+    return f"max({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(greatest)
+def _greatest_default(element: greatest, compiler: Any, **kw: Any) -> str:
+    return f"GREATEST({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(least, "sqlite")
+def _least_sqlite(element: least, compiler: Any, **kw: Any) -> str:
+    return f"min({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(least)
+def _least_default(element: least, compiler: Any, **kw: Any) -> str:
+    return f"LEAST({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(utc_prefix, "sqlite")
+def _prefix_sqlite(element: utc_prefix, compiler: Any, **kw: Any) -> str:
+    (arg,) = list(element.clauses)
+    return f"substr({compiler.process(arg, **kw)}, 1, {10 if element.unit == 'day' else 7})"
+
+
+@compiles(utc_prefix)
+def _prefix_default(element: utc_prefix, compiler: Any, **kw: Any) -> str:
+    (arg,) = list(element.clauses)
+    fmt = "YYYY-MM-DD" if element.unit == "day" else "YYYY-MM"
+    return f"to_char({compiler.process(arg, **kw)} AT TIME ZONE 'UTC', '{fmt}')"

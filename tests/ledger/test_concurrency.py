@@ -22,7 +22,9 @@ N_PROCS = 10
 N_RUNS = 5
 
 
-def test_ten_processes_at_once_lose_nothing(ledger_url: str, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_ten_processes_at_once_lose_nothing(fresh_ledger_url: str, tmp_path: Path) -> None:
+    ledger_url = fresh_ledger_url
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
@@ -68,6 +70,7 @@ def _committed(lines: list[str]) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_kill_9_mid_write_leaves_a_readable_complete_ledger(ledger_url: str) -> None:
     rng = random.Random(1234)
     committed: dict[str, list[str]] = {"run": [], "attempt": [], "event": []}

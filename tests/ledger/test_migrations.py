@@ -29,7 +29,8 @@ def test_schema_head_constant_matches_scripts() -> None:
     assert heads == [SCHEMA_HEAD]
 
 
-def test_migrated_schema_has_no_drift_from_models(ledger_url: str) -> None:
+def test_migrated_schema_has_no_drift_from_models(fresh_ledger_url: str) -> None:
+    ledger_url = fresh_ledger_url
     Ledger(ledger_url).close()
     assert _diff(ledger_url) == []
     engine = create_engine(ledger_url)

@@ -64,8 +64,9 @@ def test_attempts_frame_columns_window_and_tags(ledger: Ledger, clock) -> None:
     frame = ledger.attempts_frame()
     assert len(frame) == 3 and frame.as_of == T0 + 3 * H
     assert set(frame.columns) == set(frame.COLUMNS)
-    cols = frame.columns
-    assert cols["attempt_id"] == ["r-n-a1", "r-v-a1", "r-v-a2"]  # by start time
+    order = sorted(range(3), key=lambda i: frame.columns["started_at"][i])
+    cols = {k: [v[i] for i in order] for k, v in frame.columns.items()}
+    assert cols["attempt_id"] == ["r-n-a1", "r-v-a1", "r-v-a2"]
     assert cols["started_at"][1] == pytest.approx(T0.timestamp(), abs=1e-3)
     assert cols["ended_at"][1] == pytest.approx((T0 + 2 * H).timestamp(), abs=1e-3)
     assert cols["ended_at"][2] is None and cols["billed_seconds"][1] == 7200.0
@@ -74,13 +75,52 @@ def test_attempts_frame_columns_window_and_tags(ledger: Ledger, clock) -> None:
     assert cols["tags"][1] == {"team": "cv"} and cols["tags"][0] == {}
     assert cols["run_state"][1] == "pending" and cols["run_name"][1] == "train"
     window = ledger.attempts_frame(since=T0, until=T0 + 10 * H)
-    assert window.columns["attempt_id"] == ["r-v-a1", "r-v-a2"]
+    assert sorted(window.columns["attempt_id"]) == ["r-v-a1", "r-v-a2"]
     assert len(ledger.attempts_frame(since=T0 + 100 * H)) == 1  # only the open attempt
     empty = ledger.attempts_frame(until=T0 - 365 * 24 * H)
     assert len(empty) == 0 and set(empty.columns) == set(empty.COLUMNS)
     import pandas as pd
 
-    df = pd.DataFrame(frame.columns)
+    df = pd.DataFrame(cols)
     assert df.shape == (3, len(frame.COLUMNS))
     started = pd.to_datetime(df["started_at"], unit="s", utc=True)
-    assert started.iloc[2] == pd.Timestamp(T0 + 2 * H)
+    assert started.iloc[2] == pd.Timestamp(T0 + 2 * H)  # exact to the microsecond
+
+
+def test_cost_rollup_matches_hand_arithmetic_and_spend(ledger: Ledger, clock) -> None:
+    _scenario(ledger, clock)
+    ledger.set_run_tags("r-n", {"team": "nlp"})
+    by_project = {row.keys["project"]: row for row in ledger.cost_rollup(["project"])}
+    v, n = by_project["vision"], by_project["nlp"]
+    assert (v.attempts, v.preemptions) == (2, 1)
+    assert v.billed_cost_usd == pytest.approx(3.0) == pytest.approx(ledger.project_spend_usd("vision"))
+    assert v.list_cost_usd == pytest.approx(2 * 2 * 1.0 + 1 * 1.0)  # on-demand $1.0 for both
+    assert v.savings_usd == pytest.approx(2.0) and v.spot_cost_usd == pytest.approx(3.0)
+    assert v.node_hours == pytest.approx(5.0) and v.gpu_hours == pytest.approx(5.0)
+    assert v.first_start == T0 and v.last_end == T0 + 3 * H  # open attempt counted up to now
+    assert n.billed_cost_usd == pytest.approx(3.0) and n.spot_cost_usd == 0.0 and n.savings_usd == pytest.approx(-2.0)
+
+    window = {r.keys["project"]: r for r in ledger.cost_rollup(["project"], since=T0 + H)}
+    assert set(window) == {"vision"}
+    assert window["vision"].billed_cost_usd == pytest.approx(ledger.project_spend_usd("vision", since=T0 + H))
+
+    months = [(r.keys["month"], round(r.billed_cost_usd, 6)) for r in ledger.cost_rollup(["month"])]
+    assert months == [("2026-10", 3.0), ("2026-11", 3.0)]
+    days = ledger.cost_rollup(["day", "cloud", "spot"])
+    assert [(r.keys["day"], r.keys["cloud"], r.keys["spot"]) for r in days] == [
+        ("2026-10-02", "aws", False), ("2026-11-01", "aws", True),
+    ]  # fmt: skip
+    regions = {r.keys["region"]: r.attempts for r in ledger.cost_rollup(["region"])}
+    assert regions == {"us-east-1": 2, "us-west-2": 1}
+    teams = {r.keys["tag:team"]: r.billed_cost_usd for r in ledger.cost_rollup(["tag:team", "owner"])}
+    assert teams == {"cv": pytest.approx(3.0), "nlp": pytest.approx(3.0)}
+
+
+def test_cost_rollup_rejects_unknown_keys(ledger: Ledger) -> None:
+    from launcher.errors import BadInputError, UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="projcet") as err:
+        ledger.cost_rollup(["projcet"])
+    assert "project" in (err.value.hint or "")
+    with pytest.raises(BadInputError):
+        ledger.cost_rollup([])
