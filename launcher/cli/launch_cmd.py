@@ -68,6 +68,9 @@ def launch(
     if loaded.workdir is not None and not loaded.workdir.is_dir():
         raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory", hint="workdir is relative to the spec file")
     clouds = _clouds(cloud)
+    from launcher.controller.runner import collect_provenance
+
+    prov = collect_provenance(loaded)  # hashes data paths: a missing one is bad input
     plan = make_plan(
         loaded,
         overrides=Overrides(clouds=clouds, spot=spot),
@@ -88,7 +91,7 @@ def launch(
 
     options = LaunchOptions(simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, grace_s=grace_seconds)
     with Ledger() as ledger:
-        run_id = prepare_run(loaded, plan, options, ledger)
+        run_id = prepare_run(loaded, plan, options, ledger, prov)
         if detach:
             pid = spawn_detached(run_id)
             info(f"run {run_id} started in the background (controller pid {pid}); follow it with: launcher logs {run_id} --follow")

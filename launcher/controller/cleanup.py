@@ -50,7 +50,7 @@ def abandon_open_attempts(ledger, run_id: str, run_dir: Path, provider_for: Prov
     terminate its clusters. Returns the number of attempts closed."""
     from launcher.executors.local import kill_recorded_processes
 
-    kill_recorded_processes(run_dir, grace_s=5.0)
+    kill_recorded_processes(run_dir, grace_s=5.0, run_id=run_id)
     closed = 0
     for a in ledger.open_attempts(run_id=run_id):
         try:

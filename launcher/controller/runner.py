@@ -88,17 +88,22 @@ def redacted_spec_text(loaded: LoadedSpec) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger) -> str:
-    """Record the run (PENDING) and lay out its directory. Returns the run id.
-
-    Provenance (which can fail on bad input: a data path that does not exist) is collected
-    before anything is written."""
-    from launcher.ledger.records import RunRecord
+def collect_provenance(loaded: LoadedSpec):
+    """Provenance for a new run. Can fail on bad input (a data path that does not exist), so
+    callers collect it before writing anything."""
     from launcher.provenance import collect
 
-    spec, lb = loaded.spec, loaded.spec.launcher
+    lb = loaded.spec.launcher
     data_paths = [loaded.resolve(p) for p in (lb.data or [])]
-    prov = collect(loaded.path, loaded.text, seeds=lb.seeds, image=spec.resources.image, data_paths=data_paths, cwd=loaded.base_dir)
+    return collect(loaded.path, loaded.text, seeds=lb.seeds, image=loaded.spec.resources.image, data_paths=data_paths, cwd=loaded.base_dir)
+
+
+def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, prov=None) -> str:
+    """Record the run (PENDING) and lay out its directory. Returns the run id."""
+    from launcher.ledger.records import RunRecord
+
+    spec, lb = loaded.spec, loaded.spec.launcher
+    prov = prov or collect_provenance(loaded)
     deadline_at = prov.created_at + timedelta(hours=lb.deadline_hours) if lb.deadline_hours else None
     tags = run_tags(loaded, prov.run_id, prov.created_at)
     record = RunRecord.from_provenance(

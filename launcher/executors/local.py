@@ -152,30 +152,54 @@ def _group_alive(pgid: int) -> bool:
         return True
 
 
-def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS) -> list[int]:
-    """Stop the process groups listed in `procs.json` (after a controller crash).
+def run_process_groups(run_id: str) -> set[int]:
+    """Process groups of live processes whose environment says LAUNCHER_RUN_ID=<run_id>.
 
-    Only groups whose leader still has the recorded start time are signalled (a recycled pid
-    is left alone). Returns the pgids that were signalled.
-    """
+    This finds a run's job processes even when the controller died between spawning them and
+    writing procs.json (every rank's environment carries the run id)."""
+    needle = f"LAUNCHER_RUN_ID={run_id}".encode()
+    own = os.getpgrp()
+    found: set[int] = set()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            pgid = os.getpgid(int(entry))
+        except (OSError, ProcessLookupError):
+            continue
+        if needle in env and pgid != own:
+            found.add(pgid)
+    return found
+
+
+def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS, *, run_id: str | None = None) -> list[int]:
+    """Stop a run's process groups after a controller crash: those listed in `procs.json`
+    (only when the leader still has the recorded start time: a recycled pid is left alone)
+    plus, when `run_id` is given, any process carrying LAUNCHER_RUN_ID=<run_id>.
+    Returns the pgids that were signalled."""
     try:
         data = json.loads((run_dir / PROCS_FILE).read_text())
     except (OSError, ValueError):
-        return []
-    targets = []
+        data = {}
+    candidates: list[int] = []
     for p in data.get("procs", []):
         pgid, ticks = int(p["pgid"]), p.get("start_ticks")
         now_ticks = _proc_start_ticks(pgid)
         if now_ticks is not None and ticks is not None and now_ticks != ticks:
             continue  # the pid was reused by an unrelated process
-        if _signal_group(pgid, signal.SIGTERM):
-            targets.append(pgid)
+        candidates.append(pgid)
+    if run_id is not None:
+        candidates += sorted(run_process_groups(run_id) - set(candidates))
+    targets = [g for g in candidates if _signal_group(g, signal.SIGTERM)]
     deadline = time.monotonic() + grace_s
     while targets and time.monotonic() < deadline and any(_group_alive(g) for g in targets):
         time.sleep(0.05)
     for g in targets:
         _signal_group(g, signal.SIGKILL)
-    atomic_write_text(run_dir / PROCS_FILE, json.dumps({"procs": []}))
+    if (run_dir / PROCS_FILE).exists():
+        atomic_write_text(run_dir / PROCS_FILE, json.dumps({"procs": []}))
     return targets
 
 

@@ -210,3 +210,12 @@ def _assert_dead(pid: int, timeout_s: float = 5) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"pid {pid} is still alive")
+
+
+def test_run_processes_are_found_by_their_run_id_without_procs_json(tmp_path):
+    req = _request(tmp_path, run="echo started; sleep 300", num_nodes=2)
+    ex = _start(req)
+    _wait_for_text(log_path(req.run_dir, 1), "started")
+    (req.run_dir / "procs.json").unlink()  # as if the controller died before writing it
+    assert sorted(kill_recorded_processes(req.run_dir, grace_s=2, run_id="r-test")) == sorted(ex.process_groups)
+    assert ex.wait(10).outcome is Outcome.FAILED  # killed by SIGTERM (143), not our doing

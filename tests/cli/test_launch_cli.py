@@ -1,0 +1,283 @@
+"""`launch` through the real CLI entry point (subprocesses): end to end on the local backend,
+every bad-input path (nothing written), dry run, budget refusal, confirmation, multi-rank
+output, crash (kill -9) then status/down/resume, and ten concurrent launches."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from tests.cli.launch_helpers import clean_env, files_under, pid_gone, popen_cli, runs_json, state_files, wait_for, write_spec  # noqa: F401
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+TINY = """
+name: tiny
+resources: {cpus: 1}
+run: echo "hi from $LAUNCHER_RUN_ID"
+launcher: {project: t, expected_hours: 0.01}
+"""
+
+
+def test_quickstart_end_to_end(launcher_home):
+    r = run_cli("launch", "task_specs/quickstart.yaml", "--cheapest", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert "hello from rank 0 of 1" in r.stdout  # the job's output, live on stdout
+    assert "setup on rank 0" in r.stdout
+    assert "Plan for 'quickstart'" in r.stderr and "chosen:   local (this machine" in r.stderr
+    (run,) = runs_json()
+    assert run["state"] == "succeeded" and run["project"] == "examples" and run["attempts"] == 1
+    log = (launcher_home / "runs" / run["run_id"] / "logs" / "rank-0.log").read_text()
+    assert "hello from rank 0 of 1" in log
+
+
+def test_launch_console_script_is_launcher_launch(tmp_path, launcher_home):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).parent / "launch"
+    if not exe.exists():
+        exe = shutil.which("launch")
+    if not exe:
+        pytest.skip("`launch` console script not installed")
+    spec = write_spec(tmp_path, TINY)
+    r = subprocess.run([str(exe), str(spec), "--cheapest", "--yes"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "hi from r-" in r.stdout
+
+
+BAD_SPECS = {
+    "unknown_key": ("name: t\nrun: x\nresorces: {cpus: 1}\n", "did you mean 'resources'"),
+    "unknown_gpu": ("resources: {accelerators: 'T5:1'}\nrun: x\n", "unknown GPU 'T5'"),
+    "bad_deadline": ("run: x\nlauncher: {deadline: tomorrow}\n", "malformed duration"),
+    "unknown_recovery": ("run: x\nlauncher: {recovery: nxt-offer}\n", "unknown recovery policy"),
+    "missing_workdir": ("workdir: ./nope\nrun: x\n", "workdir"),
+    "missing_data": ("run: x\nlauncher: {data: [./no-such-data]}\n", "does not exist"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SPECS))
+def test_bad_spec_exits_2_and_writes_nothing(case, tmp_path, launcher_home):
+    text, needle = BAD_SPECS[case]
+    spec = write_spec(tmp_path, text)
+    r = run_cli("launch", str(spec), "--cheapest", "--yes")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert needle in r.stderr
+    assert r.stderr.count("error:") == 1 and "Traceback" not in r.stderr
+    assert files_under(launcher_home) == []
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["does-not-exist.yaml"], "does not exist"),
+        (["task_specs/quickstart.yaml", "--cloud", "aws2"], "unknown cloud 'aws2'"),
+        (["task_specs/quickstart.yaml", "--simulate-preemptions", "soon"], "--simulate-preemptions takes N"),
+        (["task_specs/train.yaml", "--cloud", "aws"], "no offer"),
+        ([], "missing task spec"),
+    ],
+)
+def test_bad_flags_exit_nonzero_and_write_nothing(args, needle, launcher_home):
+    r = run_cli("launch", *args, "--yes")
+    assert r.returncode in (2, 4), r.stderr  # 4 = credentials (aws named, none present)
+    assert needle in r.stderr
+    assert files_under(launcher_home) == []
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(launcher_home):
+    r = run_cli("launch", "task_specs/train.yaml", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "Plan for 'train-digits'" in r.stderr and "expected: $0.00" in r.stderr
+    assert "aws has no credentials" in r.stderr
+    assert "dry run" in r.stderr and r.stdout == ""
+    assert files_under(launcher_home) == []
+
+
+def test_gpu_offer_beats_local_when_a_cloud_is_enabled(monkeypatch, launcher_home):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    r = run_cli("launch", "task_specs/train.yaml", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    chosen = next(line for line in r.stderr.splitlines() if "chosen:" in line)
+    assert chosen.split()[1].startswith("aws/") and ("T4:1" in chosen or "L4:1" in chosen)
+    assert state_files(launcher_home) == []  # (pricing may cache the parsed catalog)
+
+
+def test_budget_refusal_exits_3_and_writes_nothing(tmp_path, monkeypatch, launcher_home):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    spec = write_spec(
+        tmp_path,
+        """
+        resources: {accelerators: 'L4:1', infra: aws}
+        run: python train.py
+        launcher: {budget_usd: 0.5, expected_hours: 100}
+        """,
+    )
+    r = run_cli("launch", str(spec), "--cheapest", "--yes")
+    assert r.returncode == 3, r.stderr
+    assert "exceeds the task's budget_usd $0.50" in r.stderr
+    assert state_files(launcher_home) == []
+
+
+def test_no_yes_and_no_stdin_refuses(tmp_path, launcher_home):
+    import subprocess
+    import sys
+
+    spec = write_spec(tmp_path, TINY)
+    r = subprocess.run(
+        [sys.executable, "-m", "launcher.cli.main", "launch", str(spec), "--cheapest"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=str(REPO),
+    )  # fmt: skip
+    assert r.returncode == 3 and "pass --yes" in r.stderr
+    assert files_under(launcher_home) == []
+
+
+def test_answer_on_stdin_confirms(tmp_path, launcher_home):
+    import subprocess
+    import sys
+
+    spec = write_spec(tmp_path, TINY)
+    r = subprocess.run(
+        [sys.executable, "-m", "launcher.cli.main", "launch", str(spec), "--cheapest"],
+        input="y\n", capture_output=True, text=True, timeout=60, cwd=str(REPO),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Launch? [Y/n]" in r.stderr and "hi from r-" in r.stdout
+
+
+def test_failed_job_exits_1_and_setup_failure_says_so(tmp_path):
+    spec = write_spec(tmp_path, "run: echo boom; exit 4\nlauncher: {max_restarts: 1}\n")
+    r = run_cli("launch", str(spec), "--yes")
+    assert r.returncode == 1 and "job failed with exit code 4" in r.stderr
+    assert r.stdout.count("boom") == 2  # first try + one restart
+    spec2 = write_spec(tmp_path, "setup: exit 9\nrun: echo never\n", name="s.yaml")
+    r2 = run_cli("launch", str(spec2), "--yes")
+    assert r2.returncode == 1 and "setup failed with exit code 9" in r2.stderr and "never" not in r2.stdout
+
+
+def test_multi_rank_output_is_prefixed_and_env_is_per_rank(tmp_path):
+    spec = write_spec(
+        tmp_path,
+        """
+        num_nodes: 3
+        run: |
+          echo "rank=$SKYPILOT_NODE_RANK nodes=$SKYPILOT_NUM_NODES ips=$(echo "$SKYPILOT_NODE_IPS" | wc -l)"
+        """,
+    )
+    r = run_cli("launch", str(spec), "--yes")
+    assert r.returncode == 0, r.stderr
+    for rank in range(3):
+        assert f"(rank {rank}) rank={rank} nodes=3 ips=3" in r.stdout.splitlines()
+
+
+def test_simulated_preemptions_recover_and_resume_from_checkpoint(tmp_path):
+    # A job that counts to 30, checkpointing its counter; on SIGTERM it saves and exits 75.
+    spec = write_spec(
+        tmp_path,
+        """
+        name: counter
+        run: |
+          f=$LAUNCHER_CHECKPOINT_DIR/step; i=$(cat $f 2>/dev/null || echo 0)
+          echo "attempt $LAUNCHER_ATTEMPT resumes at $i"
+          trap 'echo $i > $f; exit 75' TERM
+          while [ $i -lt 30 ]; do i=$((i+1)); sleep 0.05; done
+          echo "done at $i"
+        launcher: {expected_hours: 0.01}
+        """,
+    )
+    r = run_cli("launch", str(spec), "--yes", "--simulate-preemptions", "0.5,0.5", "--grace-seconds", "5")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    starts = [int(line.split()[-1]) for line in lines if "resumes at" in line]
+    assert len(starts) == 3 and starts[0] == 0 and 0 < starts[1] < starts[2] < 30
+    assert lines[-1] == "done at 30"
+    (run,) = runs_json()
+    show = json.loads(run_cli("runs", "show", run["run_id"], "--json").stdout)
+    assert [a["end_reason"] for a in show["attempt_rows"]] == ["preempted", "preempted", "completed"]
+    assert [a["spot"] for a in show["attempt_rows"]] == [True, True, True]
+    assert len([e for e in show["events"] if e["kind"] == "preemption"]) == 2
+
+
+def _start_long_job(tmp_path, extra=()):
+    spec = write_spec(
+        tmp_path,
+        """
+        name: long
+        run: |
+          echo "attempt $LAUNCHER_ATTEMPT pid $$"
+          if [ "$LAUNCHER_ATTEMPT" = 1 ]; then sleep 300; fi
+          echo finished
+        """,
+    )
+    proc = popen_cli("launch", str(spec), "--yes", "--grace-seconds", "2", *extra)
+    line = proc.stdout.readline()
+    assert line.startswith("attempt 1 pid "), (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, int(line.split()[-1])
+
+
+def test_kill_9_leaves_an_orphan_that_status_shows_and_resume_finishes(tmp_path):
+    proc, job_pid = _start_long_job(tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    assert not pid_gone(job_pid)  # the job survives its controller (own session)
+    st = json.loads(run_cli("status", "--json").stdout)["runs"]
+    assert len(st) == 1 and st[0]["state"] == "running" and st[0]["controller"] == "orphaned"
+    assert "is gone" in st[0]["controller_detail"]
+    r = run_cli("launch", "--resume", st[0]["run_id"][:12])
+    assert r.returncode == 0, r.stderr
+    assert "attempt 2 pid" in r.stdout and "finished" in r.stdout
+    wait_for(lambda: pid_gone(job_pid), 10, what="old job to be stopped")
+    show = json.loads(run_cli("runs", "show", st[0]["run_id"], "--json").stdout)
+    assert show["state"] == "succeeded"
+    assert [a["end_reason"] for a in show["attempt_rows"]] == ["abandoned", "completed"]
+    assert json.loads(run_cli("status", "--json").stdout)["runs"] == []
+
+
+def test_kill_9_then_down_cleans_up(tmp_path):
+    proc, job_pid = _start_long_job(tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    (run,) = runs_json()
+    r = run_cli("down", run["run_id"])
+    assert r.returncode == 0, r.stderr
+    assert "cleaned up" in r.stderr
+    wait_for(lambda: pid_gone(job_pid), 10, what="job to be killed")
+    show = json.loads(run_cli("runs", "show", run["run_id"], "--json").stdout)
+    assert show["state"] == "cancelled"
+    assert [a["end_reason"] for a in show["attempt_rows"]] == ["abandoned"]
+    assert run_cli("launch", "--resume", run["run_id"]).returncode == 6  # ended: nothing to resume
+
+
+def test_resume_refuses_while_the_controller_lives(tmp_path):
+    proc, job_pid = _start_long_job(tmp_path)
+    try:
+        (run,) = runs_json()
+        r = run_cli("launch", "--resume", run["run_id"])
+        assert r.returncode == 6 and "live controller" in r.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the controller cancels the run cleanly
+        assert proc.wait(30) == 130
+    wait_for(lambda: pid_gone(job_pid), 10, what="job stopped by Ctrl-C")
+    assert runs_json()[0]["state"] == "cancelled"
+
+
+@pytest.mark.slow
+def test_ten_concurrent_launches_are_all_recorded(tmp_path):
+    spec = write_spec(tmp_path, TINY)
+    procs = [popen_cli("launch", str(spec), "--yes") for _ in range(10)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 10, [o[1][-500:] for o in outs]
+    runs = runs_json()
+    assert len(runs) == 10 and {r["state"] for r in runs} == {"succeeded"}
+    ids = {r["run_id"] for r in runs}
+    assert len(ids) == 10
+    # each job printed its own run id
+    assert {o[0].strip().split()[-1] for o in outs} == ids
