@@ -1,0 +1,122 @@
+"""Documented behaviour of the baselines and of our policies, traced tick by tick by hand.
+
+Ticks of 1 h, restart overhead 1 tick, spot $1/h, on-demand $3/h; '1' = no spot capacity.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.errors import UnknownNameError
+from launcher.policies.base import Choice, DecisionState
+from launcher.policies.registry import get_placement_policy, names
+from launcher.simulation.engine import simulate
+from tests.policies.helpers import D, N, S, Recording, case
+
+
+def run(name: str, c):
+    pol = Recording(get_placement_policy(name))
+    return simulate(pol, c), pol
+
+
+def test_registry_names_and_did_you_mean():
+    assert {"on-demand", "greedy", "uniform-progress", "deadline-aware", "multi-zone"} <= set(names())
+    with pytest.raises(UnknownNameError) as e:
+        get_placement_policy("uniform_progress")
+    assert "uniform-progress" in (e.value.hint or "")
+    assert get_placement_policy("greedy") is not get_placement_policy("greedy")  # fresh objects
+
+
+def test_on_demand_pays_work_plus_one_overhead():
+    r, _ = run("on-demand", case("0000000", work=5, deadline=7, overhead=1))
+    assert r.cost == pytest.approx(6 * 3.0) and r.spot_hours == 0 and r.met_deadline
+
+
+def test_greedy_takes_spot_whenever_available():
+    r, _ = run("greedy", case("0" * 10, work=5, deadline=10, overhead=1))
+    assert r.cost == pytest.approx(6 * 1.0) and r.on_demand_hours == 0
+
+
+def test_greedy_waits_until_only_just_enough_time_then_on_demand():
+    # slack = 10 - t - 5. Waiting is allowed while slack - 1 >= 2 overheads: t = 0, 1, 2.
+    # t3: on-demand (overhead), t4..t8 progress -> done after 9 ticks.
+    r, pol = run("greedy", case("1" * 12, work=5, deadline=10, overhead=1))
+    assert pol.choices == [N, N, N, D, D, D, D, D, D]
+    assert r.cost == pytest.approx(6 * 3.0) and r.hours == 9 and r.met_deadline
+
+
+def test_greedy_stays_on_demand_for_good_even_when_spot_returns():
+    r, pol = run("greedy", case("1111" + "0" * 8, work=5, deadline=10, overhead=1))
+    assert pol.choices == [N, N, N, D, D, D, D, D, D]
+    assert r.spot_hours == 0
+
+
+def test_uniform_progress_catches_up_with_hysteresis_then_idles():
+    # W = 5, D = 20: ep(t) = t/4. t1 behind -> on-demand; hysteresis keeps it until
+    # cp(t) >= ep(t + 2): at t4 cp = 2 >= 1.5 -> idle (ahead of ep(4) = 1). Behind again at t9
+    # (ep = 2.25 > 2), released at t12 (cp = 4 >= 3.5); behind at t17; done after t18.
+    r, pol = run("uniform-progress", case("1" * 20, work=5, deadline=20, overhead=1))
+    expected = [N] + [D] * 3 + [N] * 5 + [D] * 3 + [N] * 5 + [D] * 2
+    assert pol.choices == expected
+    assert r.cost == pytest.approx(8 * 3.0) and r.hours == 19 and r.met_deadline
+
+
+def test_uniform_progress_takes_risks_on_spot_and_exploits_it():
+    r, pol = run("uniform-progress", case("1100000000", work=3, deadline=10, overhead=1))
+    # t0 idle (cp = ep = 0); t1 behind (ep = 0.3) -> on-demand; t2 hysteresis holds (cp 0 < ep(4) = 1.2);
+    # t3 cp 1 < ep(5) = 1.5 -> on-demand; t4 cp 2 >= ep(6) = 1.8 -> spot available: take it.
+    assert pol.choices[:5] == [N, D, D, D, S]
+    assert all(c is S for c in pol.choices[4:])
+    assert r.met_deadline and r.switches == 1
+
+
+def test_deadline_aware_waits_down_to_its_reserve_then_on_demand_and_stays():
+    # W = 10, O = 1: reserve = max(2, 4 + 0.1 * 10) = 5; slack = 20 - t; waits while slack - 1 >= 5.
+    r, pol = run("deadline-aware", case("1" * 30, work=10, deadline=30, overhead=1))
+    assert pol.choices == [N] * 15 + [D] * 11
+    assert r.met_deadline and r.cost == pytest.approx(11 * 3.0)
+
+
+def test_deadline_aware_hops_back_to_spot_where_greedy_is_stuck_on_demand():
+    c = case("1" * 19 + "0" * 20, work=10, deadline=30, overhead=1)
+    greedy, _ = run("greedy", c)
+    ours, pol = run("deadline-aware", c)
+    # ours: on-demand t15..t18 (1 overhead + 3 progress), spot from t19 (1 overhead + 7 progress).
+    assert pol.choices == [N] * 15 + [D] * 4 + [S] * 8
+    assert ours.cost == pytest.approx(4 * 3.0 + 8 * 1.0)
+    # greedy: waits to slack 2 (t18), then on-demand to the end although spot is back from t19.
+    assert greedy.cost == pytest.approx(11 * 3.0) and greedy.spot_hours == 0
+    assert ours.met_deadline and greedy.met_deadline
+
+
+def test_multi_zone_moves_to_a_zone_with_capacity_after_a_preemption():
+    c = case("0011111111", "1100000000", work=5, deadline=10, overhead=1)
+    r, pol = run("multi-zone", c)
+    assert [(d.choice, d.zone) for _, d in pol.log] == [(S, 0), (S, 0)] + [(S, 1)] * 5
+    assert r.cost == pytest.approx(7 * 1.0) and (r.preemptions, r.switches) == (1, 0)
+    single, _ = run("deadline-aware", c)
+    assert single.cost > r.cost
+
+
+def test_multi_zone_prefers_the_zone_whose_capacity_has_been_up_longest():
+    c = case("000111111", "100000000", "000000000", work=5, deadline=12, overhead=1)
+    _, pol = run("multi-zone", c)
+    zones = [d.zone for _, d in pol.log]
+    assert zones[:3] == [0, 0, 0] and zones[3] == 2  # z2 up since t0, z1 only since t1
+
+
+def test_continuous_mode_for_the_controller_uses_hours_and_the_poll_step():
+    pol = get_placement_policy("deadline-aware")
+
+    def st(deadline, avail):
+        return DecisionState(
+            elapsed_hours=0.0, work_done_hours=0.0, work_total_hours=10.0, deadline_hours=deadline,
+            restart_overhead_hours=0.2, current=Choice.NONE, current_zone=0, spot_available=(avail,),
+        )
+
+    # reserve = max(0.4, 0.8 + 1.0) = 1.8 h
+    assert pol.decide(st(30.0, False)).choice is Choice.NONE  # 20 h of slack: wait
+    assert pol.decide(st(11.85, False)).choice is Choice.ON_DEMAND  # 1.85 - 0.1 < 1.8
+    assert pol.decide(st(11.0, True)).choice is Choice.SPOT  # slack 1.0 >= 2 overheads
+    assert pol.decide(st(10.3, True)).choice is Choice.ON_DEMAND  # 0.3 < 0.4: no spot start
+    assert pol.decide(st(None, False)).choice is Choice.NONE  # no deadline: wait for spot
