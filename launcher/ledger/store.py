@@ -7,111 +7,41 @@ crash. Opening a Ledger upgrades the schema to head under a lock (see engine.py)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
-from datetime import UTC, datetime
+from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, insert, or_, select, update
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import Connection, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
-from launcher.errors import BadInputError, ConflictError, NotFoundError, ProviderError, did_you_mean
+from launcher.errors import BadInputError, ConflictError, NotFoundError, did_you_mean
 from launcher.ledger import models as m
-from launcher.ledger.engine import WRITE, ensure_schema, make_engine, normalize_url
+from launcher.ledger.base import LedgerBase, _as_set, utc_now
+from launcher.ledger.costs import CostQueries
+from launcher.ledger.infra import InfraRecords
 from launcher.ledger.records import (
     TERMINAL_RUN_STATES,
     AttemptRecord,
-    AttemptsFrame,
     AttemptState,
-    ClusterRecord,
-    ClusterState,
-    CostRollupRow,
     EventKind,
     EventRecord,
     NewAttempt,
-    ReapAuditRecord,
     RunRecord,
 )
-from launcher.ledger.rollup import rollup_select
-from launcher.ledger.rows import (
-    RUN_FIELDS,
-    attempt_from_row,
-    cluster_from_row,
-    event_from_row,
-    jsonable,
-    reap_from_row,
-    run_from_row,
-    upsert,
-    write_tags,
-)
-from launcher.ledger.spend import attempt_cost_in_window
-from launcher.ledger.types import epoch
+from launcher.ledger.rows import RUN_FIELDS, attempt_from_row, event_from_row, jsonable, run_from_row, write_tags
+
+__all__ = ["Ledger", "LedgerBase", "utc_now"]
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _as_set(v: str | Collection[str]) -> list[str]:
-    return [v] if isinstance(v, str) else list(v)
-
-
-class Ledger:
+class Ledger(CostQueries, InfraRecords):
     """Open (and migrate) the ledger at `url` (default: `launcher.paths.db_url()`).
 
     `now` is the clock used for every timestamp the ledger sets (inject it in tests).
     A Ledger is cheap to keep for the life of a process; call `close()` (or use it as a
     context manager) to release the connection pool. Not shared across fork(): open one per
-    process.
+    process. Methods are grouped: runs/attempts/events here, clusters/heartbeats/reaper audit
+    in infra.py, spend and report queries in costs.py, connection handling in base.py.
     """
-
-    def __init__(self, url: str | None = None, *, now: Callable[[], datetime] = utc_now) -> None:
-        from launcher.paths import db_url
-
-        self._url = normalize_url(url or db_url())
-        self._now = now
-        self._engine = make_engine(self._url)
-        self._write_engine = self._engine.execution_options(**WRITE)
-        try:
-            ensure_schema(self._engine, self._url)
-        except OperationalError as e:
-            self._engine.dispose()
-            raise ProviderError(f"cannot open the ledger at {self.url}: {e.orig}") from e
-
-    @property
-    def url(self) -> str:
-        """The database URL with any password masked."""
-        return make_url(self._url).render_as_string(hide_password=True)
-
-    @property
-    def engine(self) -> Any:
-        """The SQLAlchemy engine, for read-only bulk queries (e.g. pandas.read_sql)."""
-        return self._engine
-
-    def now(self) -> datetime:
-        return self._now()
-
-    def close(self) -> None:
-        self._engine.dispose()
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        """A short write transaction (BEGIN IMMEDIATE on SQLite), committed on exit."""
-        with self._write_engine.begin() as conn:
-            yield conn
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            yield conn
 
     # ---- runs ---------------------------------------------------------------------------------
     def create_run(self, run: RunRecord, tags: Mapping[str, str] | None = None) -> RunRecord:
@@ -404,268 +334,3 @@ class Ledger:
             q = q.where(e.id > after_id)
         with self._read() as c:
             return [event_from_row(r) for r in c.execute(q).all()]
-
-    # ---- clusters -----------------------------------------------------------------------------
-    def upsert_cluster(self, cluster: ClusterRecord) -> ClusterRecord:
-        """Insert or update by name (tags merged). created_at is kept from the first insert;
-        entering state 'terminated' sets terminated_at (cluster.terminated_at, else now)."""
-        k = m.clusters.c
-        now = self._now()
-        values: dict[str, Any] = {
-            "provider": cluster.provider, "region": cluster.region, "zone": cluster.zone,
-            "stack": cluster.stack, "state": str(cluster.state), "run_id": cluster.run_id,
-            "project": cluster.project, "nodes": jsonable(list(cluster.nodes)), "updated_at": now,
-        }  # fmt: skip
-        with self._tx() as c:
-            old = c.execute(select(k.terminated_at).where(k.name == cluster.name).with_for_update()).first()
-            if cluster.state == ClusterState.TERMINATED:
-                values["terminated_at"] = (old.terminated_at if old else None) or cluster.terminated_at or now
-            else:
-                values["terminated_at"] = None
-            if old is None:
-                c.execute(insert(m.clusters).values(name=cluster.name, created_at=cluster.created_at or now, **values))
-            else:
-                c.execute(update(m.clusters).where(k.name == cluster.name).values(values))
-            write_tags(c, "cluster", cluster.name, cluster.tags)
-        return self.get_cluster(cluster.name)
-
-    def set_cluster_state(self, name: str, state: str) -> ClusterRecord:
-        return self.upsert_cluster(replace(self.get_cluster(name), state=state, tags={}))
-
-    def get_cluster(self, name: str) -> ClusterRecord:
-        """Raises NotFoundError."""
-        with self._read() as c:
-            row = c.execute(select(m.clusters).where(m.clusters.c.name == name)).first()
-            if row is None:
-                raise NotFoundError(f"no cluster {name!r} in the ledger")
-            return cluster_from_row(row, self._tags(c, "cluster", [name]).get(name))
-
-    def clusters(
-        self,
-        *,
-        state: str | Collection[str] | None = None,
-        provider: str | None = None,
-        run_id: str | None = None,
-    ) -> list[ClusterRecord]:
-        """Oldest first."""
-        k = m.clusters.c
-        q = select(m.clusters).order_by(k.created_at, k.name)
-        if state is not None:
-            q = q.where(k.state.in_(_as_set(state)))
-        if provider is not None:
-            q = q.where(k.provider == provider)
-        if run_id is not None:
-            q = q.where(k.run_id == run_id)
-        with self._read() as c:
-            rows = c.execute(q).all()
-            tags = self._tags(c, "cluster", [r.name for r in rows])
-        return [cluster_from_row(r, tags.get(r.name)) for r in rows]
-
-    # ---- heartbeats ---------------------------------------------------------------------------
-    def heartbeat(self, *, run_id: str | None = None, cluster: str | None = None, at: datetime | None = None) -> None:
-        """Record that the run and/or cluster is alive now (keeps only the latest beat)."""
-        subjects = [("run", run_id), ("cluster", cluster)]
-        rows = [{"subject_type": t, "subject_id": i, "at": at or self._now()} for t, i in subjects if i]
-        if not rows:
-            raise BadInputError("heartbeat needs a run_id or a cluster")
-        with self._tx() as c:
-            upsert(c, m.heartbeats, rows, keys=("subject_type", "subject_id"), update=("at",))
-
-    def last_heartbeat(self, *, run_id: str | None = None, cluster: str | None = None) -> datetime | None:
-        """Exactly one of run_id / cluster."""
-        if (run_id is None) == (cluster is None):
-            raise BadInputError("last_heartbeat needs exactly one of run_id / cluster")
-        h = m.heartbeats.c
-        subject = ("run", run_id) if run_id is not None else ("cluster", cluster)
-        with self._read() as c:
-            return c.execute(select(h.at).where(h.subject_type == subject[0], h.subject_id == subject[1])).scalar()
-
-    # ---- reaper audit -------------------------------------------------------------------------
-    def record_reap(self, entry: ReapAuditRecord) -> ReapAuditRecord:
-        """Append one audit row (at = now unless given); returns it with id and at set."""
-        at = entry.at or self._now()
-        values = {
-            "at": at, "pass_id": entry.pass_id, "provider": entry.provider, "region": entry.region,
-            "instance_id": entry.instance_id, "cluster": entry.cluster, "project": entry.project,
-            "decision": entry.decision, "action": entry.action,
-            "reasons": jsonable(list(entry.reasons)), "hourly_price_usd": entry.hourly_price_usd,
-            "estimated_saving_usd": entry.estimated_saving_usd, "ok": entry.ok,
-            "error": entry.error, "dry_run": entry.dry_run,
-        }  # fmt: skip
-        with self._tx() as c:
-            new_id = c.execute(insert(m.reap_audit).values(values)).inserted_primary_key[0]
-        return replace(entry, id=new_id, at=at, reasons=values["reasons"])
-
-    def reap_audit(
-        self,
-        *,
-        since: datetime | None = None,
-        instance_id: str | None = None,
-        provider: str | None = None,
-        pass_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[ReapAuditRecord]:
-        """Oldest first (with `limit`: the newest `limit` rows, still oldest first)."""
-        t = m.reap_audit.c
-        q = select(m.reap_audit).order_by(t.id.desc())
-        for col, val in ((t.instance_id, instance_id), (t.provider, provider), (t.pass_id, pass_id)):
-            if val is not None:
-                q = q.where(col == val)
-        if since is not None:
-            q = q.where(t.at >= since)
-        if limit is not None:
-            q = q.limit(limit)
-        with self._read() as c:
-            rows = c.execute(q).all()
-        return [reap_from_row(r) for r in reversed(rows)]
-
-    # ---- spend --------------------------------------------------------------------------------
-    def spend_usd(
-        self,
-        *,
-        project: str | None = None,
-        owner: str | None = None,
-        run_id: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> float:
-        """Cost of attempts within [since, until): billed hours x hourly price x nodes, open
-        attempts counted up to now; an attempt straddling a bound counts pro rata."""
-        a, r = m.attempts.c, m.runs.c
-        q = select(a.started_at, a.ended_at, a.billed_seconds, a.price_usd_per_hour, a.num_nodes)
-        q = self._window(q.select_from(m.attempts.join(m.runs)), since, until)
-        for col, val in ((r.project, project), (r.owner, owner), (a.run_id, run_id)):
-            if val is not None:
-                q = q.where(col == val)
-        now = self._now()
-        with self._read() as c:
-            rows = c.execute(q).all()
-        return sum(attempt_cost_in_window(*row, now=now, since=since, until=until) for row in rows)
-
-    def project_spend_usd(self, project: str, since: datetime | None = None, until: datetime | None = None) -> float:
-        return self.spend_usd(project=project, since=since, until=until)
-
-    def owner_spend_usd(self, owner: str, since: datetime | None = None, until: datetime | None = None) -> float:
-        return self.spend_usd(owner=owner, since=since, until=until)
-
-    def run_spend_usd(self, run_id: str) -> float:
-        return self.spend_usd(run_id=run_id)
-
-    def burn_rate_usd_per_hour(self, *, project: str | None = None, owner: str | None = None) -> float:
-        """Sum of hourly prices (x nodes) of the open attempts (for hourly burn limits)."""
-        a, r = m.attempts.c, m.runs.c
-        q = select(func.coalesce(func.sum(a.price_usd_per_hour * a.num_nodes), 0.0))
-        q = q.select_from(m.attempts.join(m.runs)).where(a.ended_at.is_(None))
-        if project is not None:
-            q = q.where(r.project == project)
-        if owner is not None:
-            q = q.where(r.owner == owner)
-        with self._read() as c:
-            return float(c.execute(q).scalar() or 0.0)
-
-    @staticmethod
-    def _window(q: Select[Any], since: datetime | None, until: datetime | None) -> Select[Any]:
-        """Attempts whose [started_at, ended_at or open) overlaps [since, until)."""
-        a = m.attempts.c
-        if until is not None:
-            q = q.where(a.started_at < until)
-        if since is not None:
-            q = q.where(or_(a.ended_at.is_(None), a.ended_at >= since))
-        return q
-
-    # ---- reports ------------------------------------------------------------------------------
-    def attempts_frame(self, since: datetime | None = None, until: datetime | None = None) -> AttemptsFrame:
-        """Attempts overlapping [since, until) joined with run fields and tags, column-wise.
-
-        Build a DataFrame with `pandas.DataFrame(frame.columns)`. See AttemptsFrame. Rows are
-        in no particular order. Reads every row: for grouped totals over millions of attempts
-        use cost_rollup (the database aggregates).
-        """
-        a, r = m.attempts.c, m.runs.c
-        cols = [
-            a.attempt_id, a.run_id, a.seq, a.cloud, a.region, a.zone, a.instance_type,
-            a.accelerator, a.accelerator_count, a.num_nodes, a.spot, a.price_usd_per_hour,
-            a.on_demand_price_usd_per_hour, a.cluster, a.state,
-            epoch(a.started_at).label("started_at"), epoch(a.ended_at).label("ended_at"),
-            a.end_reason, a.exit_code, a.billed_seconds, r.name.label("run_name"), r.project,
-            r.experiment, r.owner, r.cost_center, r.state.label("run_state"),
-        ]  # fmt: skip
-        q = self._window(select(*cols).select_from(m.attempts.join(m.runs)), since, until)
-        run_ids = self._window(select(a.run_id).distinct(), since, until)
-        t = m.tags.c
-        tq = select(t.entity_id, t.key, t.value).where(t.entity_type == "run", t.entity_id.in_(run_ids))
-        as_of = self._now()
-        with self._read() as c:
-            rows = c.execute(q).all()
-            tag_rows = c.execute(tq).all()
-        names = [col.key if col.key else col.name for col in q.selected_columns]
-        columns: dict[str, list[Any]] = {n: [] for n in names}
-        if rows:
-            for n, values in zip(names, zip(*rows, strict=True), strict=True):
-                columns[n] = list(values)
-        columns["spot"] = [bool(v) for v in columns["spot"]]
-        tags: dict[str, dict[str, str]] = {}
-        for run_id, key, value in tag_rows:
-            tags.setdefault(run_id, {})[key] = value
-        empty: dict[str, str] = {}
-        columns["tags"] = [tags.get(rid, empty) for rid in columns["run_id"]]
-        return AttemptsFrame(columns=columns, as_of=as_of)
-
-    def cost_rollup(
-        self,
-        by: Sequence[str],
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> list[CostRollupRow]:
-        """Cost per group, computed by the database (fast on millions of attempts).
-
-        `by`: any of project, experiment, owner, cost_center, run_id, cloud, region, zone,
-        instance_type, accelerator, spot, cluster, day, month, or "tag:KEY" (a run tag).
-        Same cost rule as spend_usd (pro rata to [since, until), open attempts up to now);
-        day/month are the UTC day/month the attempt started. Sorted by the keys.
-        UnknownNameError (bad input) for an unknown key.
-        """
-        now = self._now()
-        q, names = rollup_select(by, now=now, since=since, until=until)
-        with self._read() as c:
-            rows = c.execute(q).all()
-        n = len(names)
-        out = []
-        for row in rows:
-            keys = dict(zip(names, row[:n], strict=True))
-            if "spot" in keys and keys["spot"] is not None:
-                keys["spot"] = bool(keys["spot"])
-            (attempts, preempt, node_h, gpu_h, billed, listed, spot, first, last) = row[n:]
-            out.append(
-                CostRollupRow(
-                    keys=keys, attempts=int(attempts), preemptions=int(preempt or 0),
-                    node_hours=float(node_h or 0.0), gpu_hours=float(gpu_h or 0.0),
-                    billed_cost_usd=float(billed or 0.0), list_cost_usd=float(listed or 0.0),
-                    spot_cost_usd=float(spot or 0.0),
-                    first_start=first, last_end=last,
-                )  # fmt: skip
-            )
-        return out
-
-    def run_tags(self, run_ids: Collection[str] | None = None) -> dict[str, dict[str, str]]:
-        t = m.tags.c
-        q = select(t.entity_id, t.key, t.value).where(t.entity_type == "run")
-        if run_ids is not None:
-            q = q.where(t.entity_id.in_(list(run_ids)))
-        out: dict[str, dict[str, str]] = {}
-        with self._read() as c:
-            for run_id, key, value in c.execute(q):
-                out.setdefault(run_id, {})[key] = value
-        return out
-
-    @staticmethod
-    def _tags(c: Connection, entity_type: str, ids: list[str]) -> dict[str, dict[str, str]]:
-        if not ids:
-            return {}
-        t = m.tags.c
-        q = select(t.entity_id, t.key, t.value).where(t.entity_type == entity_type, t.entity_id.in_(ids))
-        out: dict[str, dict[str, str]] = {}
-        for entity_id, key, value in c.execute(q):
-            out.setdefault(entity_id, {})[key] = value
-        return out

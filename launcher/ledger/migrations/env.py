@@ -7,7 +7,6 @@ already holding the migration lock. From the alembic CLI it connects to launcher
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine
 
 from launcher.ledger.models import metadata
 

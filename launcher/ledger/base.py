@@ -1,0 +1,85 @@
+"""The Ledger's connection handling and the helpers its method groups share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from sqlalchemy import Connection, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from launcher.errors import ProviderError
+from launcher.ledger import models as m
+from launcher.ledger.engine import WRITE, ensure_schema, make_engine, normalize_url
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _as_set(v: str | Collection[str]) -> list[str]:
+    return [v] if isinstance(v, str) else list(v)
+
+
+class LedgerBase:
+    """Engine, clock and transactions. See launcher.ledger.store.Ledger for the API."""
+
+    def __init__(self, url: str | None = None, *, now: Callable[[], datetime] = utc_now) -> None:
+        from launcher.paths import db_url
+
+        self._url = normalize_url(url or db_url())
+        self._now = now
+        self._engine = make_engine(self._url)
+        self._write_engine = self._engine.execution_options(**WRITE)
+        try:
+            ensure_schema(self._engine, self._url)
+        except OperationalError as e:
+            self._engine.dispose()
+            raise ProviderError(f"cannot open the ledger at {self.url}: {e.orig}") from e
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password masked."""
+        return make_url(self._url).render_as_string(hide_password=True)
+
+    @property
+    def engine(self) -> Any:
+        """The SQLAlchemy engine, for read-only bulk queries (e.g. pandas.read_sql)."""
+        return self._engine
+
+    def now(self) -> datetime:
+        return self._now()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        """A short write transaction (BEGIN IMMEDIATE on SQLite), committed on exit."""
+        with self._write_engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            yield conn
+
+    @staticmethod
+    def _tags(c: Connection, entity_type: str, ids: list[str]) -> dict[str, dict[str, str]]:
+        if not ids:
+            return {}
+        t = m.tags.c
+        q = select(t.entity_id, t.key, t.value).where(t.entity_type == entity_type, t.entity_id.in_(ids))
+        out: dict[str, dict[str, str]] = {}
+        for entity_id, key, value in c.execute(q):
+            out.setdefault(entity_id, {})[key] = value
+        return out
