@@ -277,7 +277,7 @@ def _no_offer_hint(dropped: dict[str, int]) -> str:
 
 
 def _to_scored(df: pd.DataFrame) -> list[ScoredOffer]:
-    cols = {c: df[c].to_numpy() for c in df.columns}
+    cols = {c: df[c].astype(object).tolist() if isinstance(df[c].dtype, pd.CategoricalDtype) else df[c].tolist() for c in df.columns}
     out = []
     for i in range(len(df)):
         zone = cols["zone"][i]
@@ -318,7 +318,7 @@ def _to_scored(df: pd.DataFrame) -> list[ScoredOffer]:
 
 
 def _isna(v) -> bool:
-    return v is None or (isinstance(v, float) and np.isnan(v))
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 
 def _num(v) -> float | None:
