@@ -182,13 +182,51 @@ def gce(gce_server):
     return gce_server
 
 
+AWS_REGIONS = ("us-east-1", "us-west-2")
+_BOTO_SESSION = None
+
+
+@pytest.fixture
+def aws_clean(moto_server, monkeypatch) -> str:
+    """Like tests/conftest.py's aws_env, but instead of resetting moto (which makes moto rebuild
+    each region's backend, seconds per test on a busy machine) terminate what earlier tests left
+    running. Listings only ever show live instances, and CloudWatch series are keyed by fresh ids."""
+    import boto3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    for region in AWS_REGIONS:
+        ec2 = boto3.client("ec2", region_name=region)
+        live = [
+            i["InstanceId"]
+            for r in ec2.describe_instances(
+                Filters=[{"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}]
+            )["Reservations"]
+            for i in r["Instances"]
+        ]
+        if live:
+            ec2.terminate_instances(InstanceIds=live)
+    return moto_server
+
+
 def make_aws(request) -> AwsHarness:
-    request.getfixturevalue("aws_env")
+    request.getfixturevalue("aws_clean")
     from launcher.providers.aws import AwsProvider
 
     # page_size=5 (EC2's minimum) so listings of a few reservations cross page boundaries.
-    provider = AwsProvider(regions=["us-east-1", "us-west-2"], page_size=5, max_attempts=2, retry_mode="standard")
-    return AwsHarness("aws", provider, ("us-east-1", "us-west-2"))
+    # One boto3 session for the whole run: parsing EC2's service model costs ~1 s per session.
+    global _BOTO_SESSION
+    if _BOTO_SESSION is None:
+        import boto3
+
+        _BOTO_SESSION = boto3.Session()
+    provider = AwsProvider(
+        regions=list(AWS_REGIONS), page_size=5, max_attempts=2, retry_mode="standard", session=_BOTO_SESSION
+    )
+    return AwsHarness("aws", provider, AWS_REGIONS)
 
 
 def make_gcp(request) -> GcpHarness:

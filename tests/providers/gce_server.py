@@ -230,7 +230,16 @@ class GceServer:
         size = min(int(q.get("maxResults", 500)), 500)
         start = int(q.get("pageToken", "0") or 0)
         page = matching[start : start + size]
-        items: dict[str, dict] = {}
+        # Like GCE: zones with nothing to show still appear, carrying a NO_RESULTS_ON_PAGE warning.
+        items: dict[str, dict] = {
+            "zones/us-east1-b": {
+                "warning": {
+                    "code": "NO_RESULTS_ON_PAGE",
+                    "message": "There are no results for scope 'zones/us-east1-b' on this page.",
+                    "data": [{"key": "scope", "value": "zones/us-east1-b"}],
+                }
+            }
+        }
         for zone, _name, inst in page:
             items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(_public(inst))
         out = {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances", "items": items}
