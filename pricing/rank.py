@@ -181,6 +181,12 @@ def _validate(catalog: Catalog, query: OfferQuery) -> None:
         raise BadInputError("checkpoint cost and restart overhead must not be negative")
     for c in query.clouds or ():
         if c not in catalog.sources:
+            from pricing.sources import SUPPORTED_CLOUDS
+
+            if c in SUPPORTED_CLOUDS:
+                raise BadInputError(
+                    f"no {c} catalog is loaded", hint=f"run `launcher catalog refresh --clouds {c}` or use --catalog-dir"
+                )
             raise UnknownNameError("cloud", c, catalog.sources, extra=" (not in the loaded catalog)")
     wanted = (*(query.regions or ()), *query.exclude_regions)
     known_regions = catalog.regions(query.clouds) if wanted else ()

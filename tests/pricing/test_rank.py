@@ -173,6 +173,7 @@ def test_ties_are_deterministic_and_limit(small_catalog):
     ("query", "err", "text"),
     [
         (OfferQuery(clouds=("awz",)), UnknownNameError, "aws"),
+        (OfferQuery(clouds=("azure",)), BadInputError, "catalog refresh --clouds azure"),
         (OfferQuery(regions=("us-east-9",)), UnknownNameError, "us-east-1"),
         (OfferQuery(clouds=("runpod",), regions=("us-east-1",)), UnknownNameError, "US"),
         (OfferQuery(exclude_regions=("nowhere",)), UnknownNameError, "region"),
@@ -186,3 +187,13 @@ def test_bad_queries(small_catalog, query, err, text):
     with pytest.raises(err) as ei:
         rank_offers(small_catalog, query)
     assert text in str(ei.value)
+
+
+def test_deadline_drops_offers_expected_to_be_late(small_catalog):
+    base = dict(gpus=(GpuRequest("H100", 8),), work_hours=10, checkpoint_minutes=60, checkpoint_cost_minutes=6, restart_overhead_minutes=12)
+    rep = explain_offers(small_catalog, OfferQuery(**base, deadline_hours=11.5))
+    # on-demand needs 11 h; the spot offer expects 11.86 h
+    assert rep.offers and all(not s.offer.spot for s in rep.offers)
+    assert rep.dropped["expected to miss the deadline"] == 1
+    with pytest.raises(NoOfferError, match="miss the deadline"):
+        explain_offers(small_catalog, OfferQuery(**base, deadline_hours=10.5))
