@@ -113,9 +113,14 @@ def alembic_config(connection: Connection | None = None) -> Any:
     return cfg
 
 
-def _upgrade(conn: Connection) -> None:
+def upgrade_schema(conn: Connection) -> None:
+    """Migrate to head inside the caller's open transaction, so all revisions commit together
+    (or, killed half-way, not at all: SQLite and PostgreSQL both have transactional DDL).
+    Alembic sees the external transaction and neither begins nor commits one of its own."""
     from alembic import command
 
+    if not conn.in_transaction():
+        raise RuntimeError("upgrade_schema needs an open transaction")
     command.upgrade(alembic_config(conn), "head")
 
 
@@ -137,10 +142,9 @@ def _sqlite_upgrade_locked(engine: Engine, url: str) -> None:
     lock = FileLock(str(path) + ".migrate.lock")
     try:
         with lock.acquire(timeout=120):
-            with engine.connect().execution_options(**WRITE) as conn:
-                if current_revision(conn) != SCHEMA_HEAD:
-                    _upgrade(conn)
-                conn.commit()
+            with engine.connect().execution_options(**WRITE) as conn, conn.begin():
+                if current_revision(conn) != SCHEMA_HEAD:  # someone may have won the race
+                    upgrade_schema(conn)
     except Timeout as e:
         raise ConflictError(f"another process is upgrading the ledger at {path}") from e
 
@@ -150,9 +154,9 @@ def _pg_upgrade_locked(engine: Engine) -> None:
         conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})
         conn.commit()
         try:
-            if current_revision(conn) != SCHEMA_HEAD:
-                _upgrade(conn)
-            conn.commit()
+            with conn.begin():
+                if current_revision(conn) != SCHEMA_HEAD:  # someone may have won the race
+                    upgrade_schema(conn)
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_LOCK_KEY})
             conn.commit()

@@ -105,3 +105,36 @@ def test_kill_9_mid_write_leaves_a_readable_complete_ledger(ledger_url: str) -> 
             events = {e.id for rid in run_ids for e in led.events(rid)}
             assert {int(e) for e in committed["event"]} <= events
     assert len(committed["run"]) >= 5
+
+
+MID_MIGRATION = """
+import sys, time
+from filelock import FileLock
+from launcher.ledger.engine import WRITE, make_engine, upgrade_schema
+url, path = sys.argv[1], sys.argv[2]
+with FileLock(path + ".migrate.lock"):  # as Ledger() holds it while upgrading
+    with make_engine(url).connect().execution_options(**WRITE) as conn, conn.begin():
+        upgrade_schema(conn)  # all DDL done, not committed
+        print("migrated, not committed", flush=True)
+        time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_mid_migration_leaves_an_openable_ledger(tmp_path: Path) -> None:
+    """The schema upgrade is one transaction under a file lock: a process killed inside it
+    leaves no partial schema and no stuck lock; the next open finishes the job."""
+    db = tmp_path / "l.db"
+    url = f"sqlite:///{db}"
+    proc = subprocess.Popen([sys.executable, "-c", MID_MIGRATION, url, str(db)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "migrated, not committed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'runs'").fetchone() == (0,)
+    start = time.monotonic()
+    with Ledger(url) as led:
+        assert led.list_runs() == []
+    assert time.monotonic() - start < 30  # the dead process's lock did not block us
