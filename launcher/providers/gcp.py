@@ -3,11 +3,12 @@ all zones (one paginated aggregatedList), idempotent delete that waits on the zo
 labels for the reaper's marks. Clusters are provisioned by infra/ (Pulumi).
 
 Our tags become GCP labels through `infra.tags` (same mapping as the stacks use), so a tag
-filter here matches what a stack wrote. Idle signals from Cloud Monitoring are not implemented:
-`idle_signals` returns unknowns, and the reaper falls back to its ledger and heartbeat signals.
+filter here matches what a stack wrote. Idle signals come from Cloud Monitoring (see
+gcp_monitoring.py): CPU always, GPU where the Ops Agent publishes it.
 
-Endpoint override (tests, private endpoints): `api_endpoint=` or LAUNCHER_GCP_COMPUTE_ENDPOINT.
-An `http://` endpoint uses anonymous credentials unless credentials are passed in.
+Endpoint overrides (tests, private endpoints): `api_endpoint=` or LAUNCHER_GCP_COMPUTE_ENDPOINT,
+`monitoring_endpoint=` or LAUNCHER_GCP_MONITORING_ENDPOINT. An `http://` endpoint uses anonymous
+credentials unless credentials are passed in.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,14 @@ from launcher.providers.base import (
     ClusterHandle,
     ClusterRequest,
     CredentialStatus,
+    IdleSignals,
     InstanceInfo,
     Provider,
 )
 from launcher.providers.notice import GCP_NOTICE, PreemptionNoticeSource
 
 ENDPOINT_ENV = "LAUNCHER_GCP_COMPUTE_ENDPOINT"
+MONITORING_ENDPOINT_ENV = "LAUNCHER_GCP_MONITORING_ENDPOINT"
 PROJECT_ENVS = ("LAUNCHER_GCP_PROJECT", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT")
 PREEMPTED_OP = "compute.instances.preempted"
 
@@ -57,6 +60,7 @@ class GcpProvider(Provider):
         project: str | None = None,
         *,
         api_endpoint: str | None = None,
+        monitoring_endpoint: str | None = None,
         credentials: Any = None,
         page_size: int = 500,
         retry_initial_s: float = 1.0,
@@ -67,6 +71,10 @@ class GcpProvider(Provider):
         self._env = os.environ if env is None else env
         self._project = project
         self.api_endpoint = api_endpoint or self._env.get(ENDPOINT_ENV) or None
+        self.monitoring_endpoint = monitoring_endpoint or self._env.get(MONITORING_ENDPOINT_ENV) or None
+        self.clock = lambda: datetime.now(UTC)
+        self._numeric_ids: dict[tuple[str, str], str] = {}  # (zone, name) -> GCE numeric id
+        self._http = None
         self._credentials = credentials
         self.page_size = page_size
         self.retry_initial_s = retry_initial_s
@@ -189,12 +197,14 @@ class GcpProvider(Provider):
         labels = " AND ".join(f'(labels.{k} = "{v}")' for k, v in want.items())
         statuses = " OR ".join(f"(status = {s})" for s in LIVE_STATUSES)
         found = self._aggregated(f"({labels}) AND ({statuses})")
-        # Check again client-side so a lax filter cannot widen the set to unmanaged instances.
-        return [
-            _to_info(inst)
-            for inst in found
-            if all(inst.labels.get(k) == v for k, v in want.items()) and inst.status in LIVE_STATUSES
-        ]
+        out = []
+        for inst in found:
+            # Check again client-side so a lax filter cannot widen the set to unmanaged instances.
+            if all(inst.labels.get(k) == v for k, v in want.items()) and inst.status in LIVE_STATUSES:
+                info = _to_info(inst)
+                self._numeric_ids[(info.zone, info.instance_id)] = str(inst.id)
+                out.append(info)
+        return out
 
     def _aggregated(self, filter_expr: str) -> list:
         compute_v1 = self._compute()
@@ -315,6 +325,69 @@ class GcpProvider(Provider):
         if op.error and op.error.errors:
             errs = "; ".join(f"{e.code}: {e.message}" for e in op.error.errors)
             raise ProviderError(f"GCP operation {op.operation_type} on {op.target_link} failed: {errs}")
+
+    # ---- idle signals (Cloud Monitoring) ---------------------------------------------------------
+    def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
+        return self.idle_signals_many([instance], window_minutes)[instance.instance_id]
+
+    def idle_signals_many(self, instances, window_minutes: int) -> dict[str, IdleSignals]:
+        """Mean CPU and busiest-GPU utilization per instance over the window; None = no data."""
+        from launcher.providers import gcp_monitoring as mon
+
+        end = self.clock()
+        start = end - timedelta(minutes=window_minutes)
+        period = 60 if window_minutes <= 180 else 300
+        endpoint = self.monitoring_endpoint or mon.DEFAULT_ENDPOINT
+        retry = self._retry()
+
+        def query(metric: str):
+            return self._call(retry(lambda: mon.series_means(self._get_json, endpoint, self.project, metric, start, end, period)))
+
+        cpu, gpu = query(mon.CPU_METRIC), query(mon.GPU_METRIC)
+        out: dict[str, IdleSignals] = {}
+        for inst in instances:
+            nid = self._numeric_id(inst)
+            c, g = cpu.get(nid, []), gpu.get(nid, [])
+            cpu_pct = 100.0 * sum(m for m, _ in c) / len(c) if c else None
+            out[inst.instance_id] = IdleSignals(
+                gpu_utilization_pct=max(m for m, _ in g) if g else None,
+                cpu_utilization_pct=cpu_pct,
+                samples=sum(n for _, n in c) + sum(n for _, n in g),
+            )
+        return out
+
+    def _numeric_id(self, inst: InstanceInfo) -> str | None:
+        key = (inst.zone, inst.instance_id)
+        if key not in self._numeric_ids and inst.zone:
+            got = self._get(inst.zone, inst.instance_id)
+            if got is not None:
+                self._numeric_ids[key] = str(got.id)
+        return self._numeric_ids.get(key)
+
+    def _get_json(self, url: str, params: dict) -> dict:
+        """GET with the provider's credentials (anonymous for a local http:// endpoint)."""
+        from google.api_core import exceptions as gexc
+
+        if self._http is None:
+            import requests
+
+            if self.monitoring_endpoint and self.monitoring_endpoint.startswith("http://") and self._credentials is None:
+                self._http = requests.Session()
+            else:
+                from google.auth.transport.requests import AuthorizedSession
+
+                creds = self._credentials
+                if creds is None:
+                    import google.auth
+
+                    from launcher.providers.gcp_monitoring import READ_SCOPE
+
+                    creds, _ = google.auth.default(scopes=[READ_SCOPE])
+                self._http = AuthorizedSession(creds)
+        resp = self._http.get(url, params=params, timeout=60)
+        if resp.status_code != 200:
+            raise gexc.from_http_response(resp)
+        return resp.json()
 
     def was_preempted(self, region: str, instance_id: str) -> bool:
         """True when the zone has a `compute.instances.preempted` operation for this instance."""

@@ -143,6 +143,18 @@ class GcpHarness(Harness):
         inst = self.server.state.instances.get((GCP_PROJECT, place, instance_id))
         return inst["status"] if inst else None
 
+    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct):
+        inst = self.server.state.instances[(GCP_PROJECT, place, instance_id)]
+        # Hypervisor CPU is a fraction; the Ops Agent's GPU metric is percent, one series per GPU.
+        self.server.add_series(GCP_PROJECT, "compute.googleapis.com/instance/cpu/utilization", inst,
+                               {2: cpu_pct / 100, 7: cpu_pct / 100, 12: cpu_pct / 100})
+        for gpu, pct in ((0, gpu_pct), (1, 0.0)):
+            self.server.add_series(GCP_PROJECT, "agent.googleapis.com/gpu/utilization", inst, {3: pct, 8: pct},
+                                   {"gpu_number": str(gpu), "model": "NVIDIA L4"})
+        # An old sample outside the window must not count.
+        self.server.add_series(GCP_PROJECT, "compute.googleapis.com/instance/cpu/utilization", inst, {600: 1.0})
+        return True
+
     def preempt(self, place, instance_id):
         self.server.preempt(GCP_PROJECT, place, instance_id)
 
@@ -233,7 +245,10 @@ def make_gcp(request) -> GcpHarness:
     server = request.getfixturevalue("gce")
     from launcher.providers.gcp import GcpProvider
 
-    provider = GcpProvider(GCP_PROJECT, api_endpoint=server.url, page_size=3, retry_initial_s=0.01, retry_timeout_s=5)
+    provider = GcpProvider(
+        GCP_PROJECT, api_endpoint=server.url, monitoring_endpoint=server.url, page_size=3,
+        retry_initial_s=0.01, retry_timeout_s=5,
+    )
     h = GcpHarness("gcp", provider, ("us-central1-a", "europe-west4-b"))
     h.server = server
     return h

@@ -10,6 +10,8 @@ There is no usable Compute emulator, so tests point the real `google-cloud-compu
   POST   /compute/v1/projects/{p}/zones/{z}/instances/{name}/stop
   GET    /compute/v1/projects/{p}/zones/{z}/operations/{op}   and  POST .../{op}/wait
   GET    /compute/v1/projects/{p}/zones/{z}/operations        filter (e.g. operationType)
+  GET    /v3/projects/{p}/timeSeries     (Cloud Monitoring) filter, interval, pageToken paging;
+         points are returned raw (no server-side alignment)
 
 Errors use Google's error body ({"error": {"code", "message", "errors": [{"reason"}]}}).
 `fail_next(method, status)` injects API errors (429 for throttling, 503, ...). Unknown filter
@@ -51,6 +53,7 @@ class GceState:
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path?query)
     faults: list[_Fault] = field(default_factory=list)
     polls_until_done: int = 1  # an operation reports RUNNING this many times before DONE
+    series: list[dict] = field(default_factory=list)  # Cloud Monitoring time series (with _project)
 
 
 class GceServer:
@@ -113,6 +116,51 @@ class GceServer:
             self.state.instances[(project, zone, name)] = inst
             return inst
 
+    def add_series(self, project: str, metric: str, instance: dict, values_by_minutes_ago: dict[int, float],
+                   metric_labels: dict[str, str] | None = None) -> None:
+        """A Cloud Monitoring series for `instance` (as returned by add_instance)."""
+        from datetime import UTC, datetime, timedelta
+
+        now = datetime.now(UTC)
+        points = [
+            {
+                "interval": {"startTime": (now - timedelta(minutes=m)).isoformat().replace("+00:00", "Z"),
+                             "endTime": (now - timedelta(minutes=m)).isoformat().replace("+00:00", "Z")},
+                "value": {"doubleValue": v},
+            }
+            for m, v in sorted(values_by_minutes_ago.items())
+        ]
+        zone = instance["zone"].rsplit("/", 1)[1]
+        with self._lock:
+            self.state.series.append({
+                "_project": project,
+                "metric": {"type": metric, "labels": dict(metric_labels or {})},
+                "resource": {"type": "gce_instance",
+                             "labels": {"project_id": project, "instance_id": instance["id"], "zone": zone}},
+                "metricKind": "GAUGE", "valueType": "DOUBLE", "points": points,
+            })
+
+    def _time_series(self, project: str, q: dict) -> tuple[int, dict]:
+        from datetime import datetime
+
+        pred = _parse_filter(q.get("filter", ""))
+        start = datetime.fromisoformat(q["interval.startTime"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(q["interval.endTime"].replace("Z", "+00:00"))
+        matching = []
+        for ts in self.state.series:
+            if ts["_project"] != project or not pred(ts):
+                continue
+            pts = [p for p in ts["points"]
+                   if start <= datetime.fromisoformat(p["interval"]["endTime"].replace("Z", "+00:00")) <= end]
+            if pts:
+                matching.append({**_public(ts), "points": pts})
+        size = int(q.get("pageSize", 1000))
+        first = int(q.get("pageToken", "0") or 0)
+        out: dict = {"timeSeries": matching[first : first + size]}
+        if first + size < len(matching):
+            out["nextPageToken"] = str(first + size)
+        return 200, out
+
     def preempt(self, project: str, zone: str, name: str) -> None:
         """What GCE does to a SPOT VM with termination action DELETE: a done
         `compute.instances.preempted` operation, then the VM is gone."""
@@ -171,6 +219,11 @@ class GceServer:
             url = urlparse(raw_path)
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             parts = url.path.strip("/").split("/")
+            if parts[:2] == ["v3", "projects"] and parts[3:] == ["timeSeries"] and method == "GET":
+                try:
+                    return self._time_series(parts[2], q)
+                except _FilterError as e:
+                    return _error(400, f"Invalid filter: {e}", "badRequest")
             if parts[:3] != ["compute", "v1", "projects"] or len(parts) < 5:
                 return _error(404, f"unknown path {url.path}", "notFound")
             project, rest = parts[3], parts[4:]
