@@ -60,6 +60,11 @@ def refresh(
         from pricing.aws_spot import refresh_spot_overlay
 
         results.append(refresh_spot_overlay(regions=_split(regions), timeout_s=timeout_s))
+    if any(r.ok for r in results):
+        # Parse once now so the next `launcher offers` reads the parsed cache (fast path).
+        from pricing.catalog import load_catalog
+
+        load_catalog()
     _render(results, as_json)
     failed = [r for r in results if not r.ok]
     if failed:

@@ -16,6 +16,7 @@ def test_refresh_status_and_network_failure(shared_data, tmp_path, launcher_home
     assert all(res[c]["ok"] for c in (*SLICE_CLOUDS, "aws-spot-advisor"))
     for c in SLICE_CLOUDS:
         assert (launcher_home / "catalogs" / c / "vms.csv").read_bytes() == (root / "catalogs" / "v8" / c / "vms.csv").read_bytes()
+    assert list((launcher_home / "catalogs" / ".parsed").glob("*.pkl"))  # pre-parsed for the next `offers`
     st = {s["cloud"]: s for s in json.loads(run_cli("catalog", "status", "--json").stdout)}
     assert {c: st[c]["kind"] for c in SLICE_CLOUDS} == dict.fromkeys(SLICE_CLOUDS, "cache")
     assert all(st[c]["age_hours"] is not None and st[c]["age_hours"] < 1 for c in SLICE_CLOUDS)
