@@ -1,0 +1,96 @@
+"""Where each provider says it found credentials, and region/project discovery."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from launcher.providers.aws import DEFAULT_GPU_REGIONS, AwsProvider
+from launcher.providers.gcp import GcpProvider
+
+
+@pytest.fixture
+def bare_env(tmp_path, monkeypatch):
+    """No cloud credentials anywhere: empty HOME, no AWS_/GOOGLE_ variables."""
+    import os
+
+    for var in list(os.environ):
+        if var.startswith(("AWS_", "GOOGLE_", "CLOUDSDK_", "GCLOUD_", "LAUNCHER_GCP", "LAUNCHER_AWS")):
+            monkeypatch.delenv(var)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def test_aws_env_credentials_and_endpoint(bare_env, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+    st = AwsProvider().credentials()
+    assert st.enabled and "AWS_ACCESS_KEY_ID" in st.source and "http://127.0.0.1:5000" in st.source
+
+
+def test_aws_shared_file_profile(bare_env, monkeypatch):
+    (bare_env / ".aws").mkdir()
+    (bare_env / ".aws" / "credentials").write_text("[research]\naws_access_key_id = A\naws_secret_access_key = B\n")
+    monkeypatch.setenv("AWS_PROFILE", "research")
+    st = AwsProvider().credentials()
+    assert st.enabled and "credentials" in st.source and "research" in st.source
+
+
+def test_aws_nothing_found(bare_env):
+    st = AwsProvider().credentials()
+    assert not st.enabled and "no credentials" in st.source
+
+
+def test_aws_verify_asks_sts_whose_they_are(aws_env):
+    st = AwsProvider().credentials(verify=True)
+    assert st.enabled and st.account == "123456789012"  # moto's account
+    assert "environment variables" in st.source and aws_env in st.source
+
+
+def test_aws_regions_default_env_and_all(aws_env, monkeypatch):
+    assert AwsProvider().regions() == list(DEFAULT_GPU_REGIONS)
+    monkeypatch.setenv("LAUNCHER_AWS_REGIONS", "us-west-2, eu-west-1")
+    assert AwsProvider().regions() == ["us-west-2", "eu-west-1"]
+    monkeypatch.setenv("LAUNCHER_AWS_REGIONS", "all")
+    every = AwsProvider().regions()  # EC2 DescribeRegions on moto
+    assert {"us-east-1", "ap-southeast-2", "sa-east-1"} <= set(every) and len(every) > len(DEFAULT_GPU_REGIONS)
+
+
+def test_gcp_application_credentials_file_and_project_from_it(bare_env, monkeypatch, tmp_path):
+    key = tmp_path / "sa.json"
+    key.write_text(json.dumps({"type": "service_account", "project_id": "ml-prod"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    st = GcpProvider().credentials()
+    assert st.enabled and str(key) in st.source and st.account == "ml-prod"
+
+
+def test_gcp_adc_with_project_from_gcloud_config(bare_env):
+    gcloud = bare_env / ".config" / "gcloud"
+    (gcloud / "configurations").mkdir(parents=True)
+    (gcloud / "application_default_credentials.json").write_text(json.dumps({"type": "authorized_user"}))
+    (gcloud / "active_config").write_text("work\n")
+    (gcloud / "configurations" / "config_work").write_text("[core]\nproject = team-gpus\n")
+    st = GcpProvider().credentials()
+    assert st.enabled and "application_default_credentials.json" in st.source and st.account == "team-gpus"
+
+
+def test_gcp_credentials_without_project_are_not_enough(bare_env):
+    gcloud = bare_env / ".config" / "gcloud"
+    gcloud.mkdir(parents=True)
+    (gcloud / "application_default_credentials.json").write_text(json.dumps({"type": "authorized_user"}))
+    st = GcpProvider().credentials()
+    assert not st.enabled and "no project" in st.source
+
+
+def test_gcp_nothing_found(bare_env):
+    st = GcpProvider().credentials()
+    assert not st.enabled and "no credentials" in st.source
+
+
+def test_gcp_local_endpoint_is_anonymous(bare_env):
+    st = GcpProvider("p", api_endpoint="http://127.0.0.1:9").credentials()
+    assert st.enabled and "anonymous" in st.source and "http://127.0.0.1:9" in st.source
