@@ -35,7 +35,7 @@ def launch(
         None,
         "--simulate-preemptions",
         metavar="N|S1,S2,..",
-        help="Local backend as spot capacity: N preemptions at seeded random times, or one per listed second count (seconds into each attempt).",
+        help="Local backend as spot capacity: N preemptions at seeded random times, or one per listed second count (seconds into each attempt's `run` phase).",
     ),
     simulate_seed: int = typer.Option(0, "--simulate-seed", help="Seed for --simulate-preemptions N."),
     grace_seconds: float = typer.Option(10.0, "--grace-seconds", help="SIGTERM-to-SIGKILL grace when stopping a job."),
@@ -59,7 +59,7 @@ def launch(
 
     # Everything that can be wrong with the input is checked before anything is written.
     loaded = load_spec(spec)
-    recovery_policy(loaded.spec.launcher.recovery)
+    recovery_policy(loaded.spec.launcher.recovery, has_deadline=loaded.spec.launcher.deadline is not None)
     if simulate_preemptions is not None:
         try:
             PreemptionSchedule.parse(simulate_preemptions)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from launcher.ledger.records import (
     RunState,
 )
 from launcher.planning.plan import Plan
-from launcher.policies.base import RecoveryContext, RecoveryPolicy
+from launcher.policies.base import Choice, DecisionState, RecoveryContext, RecoveryPolicy
 from launcher.providers.base import MANAGED_BY_TAG, MANAGED_BY_VALUE, ClusterHandle, ClusterRequest, Provider
 from launcher.spec.models import TaskSpec
 from pricing.models import ScoredOffer
@@ -66,6 +67,23 @@ class ControllerDeps:
     heartbeat_interval_s: float = 1.0
     max_recoveries: int = 100  # hard stop against a policy that loops forever
     max_wait_s: float = 6 * 3600.0  # longest a policy may keep us waiting in total
+    # (ledger, run_id) -> why the run must stop for budget, or None (polled with heartbeats)
+    budget_stop: Callable[[object, str], str | None] | None = None
+    restart_overhead_hours: float = 5.0 / 60
+
+
+def default_budget_stop(ledger, run_id: str) -> str | None:
+    """budgets.should_stop (the run's budget_usd and budgets.yaml hard limits) when available."""
+    try:
+        from launcher.budgets import should_stop
+    except ImportError:
+        should_stop = None
+    if should_stop is not None:
+        return should_stop(ledger, run_id, datetime.now(UTC))
+    run = ledger.get_run(run_id)
+    if run.budget_usd is not None and ledger.run_spend_usd(run_id) >= run.budget_usd:
+        return f"run {run_id} spent its ${run.budget_usd:,.2f} budget"
+    return None
 
 
 @dataclass(frozen=True)
@@ -153,6 +171,7 @@ class Controller:
                         ranked=self.job.plan.ranked,
                         previous=previous,
                         preempted_regions=tuple(preempted_regions),
+                        state=self._decision_state(previous, len(preempted_regions)),
                         attempt=len(tried) + 1,
                         tried=tuple(tried),
                     )
@@ -261,9 +280,9 @@ class Controller:
 
     def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, spec: TaskSpec):
         """Poll until the job ends; deliver preemption notices; honor stop requests."""
-        started = self.d.clock()
         noticed = False
         phase = getattr(execution, "phase", "run")
+        run_started = self.d.clock() if phase == "run" else None  # notices count from `run`
         stop_reason: str | None = None
         notice_source = getattr(provider, "preemption_notice", None)
         while True:
@@ -273,6 +292,7 @@ class Controller:
             new_phase = getattr(execution, "phase", phase)
             if new_phase != phase and new_phase == "run":
                 self.led.set_attempt_state(attempt_id, AttemptState.RUNNING)
+                run_started = self.d.clock()
             phase = new_phase
             if stop_reason is None:
                 stop_reason = self._stop_requested()
@@ -280,8 +300,8 @@ class Controller:
                     self.d.notify(f"stopping ({stop_reason})")
                     execution.stop(self.job.grace_s)
                     continue
-            if not noticed and notice_source is not None:
-                why = notice_source(handle, self.d.clock() - started)
+            if not noticed and notice_source is not None and run_started is not None:
+                why = notice_source(handle, self.d.clock() - run_started)
                 if why:
                     noticed = True
                     self.led.add_event(self.job.run_id, EventKind.PREEMPTION, {"reason": why, "cluster": handle.cluster}, attempt_id=attempt_id)
@@ -299,9 +319,10 @@ class Controller:
         if run.state == RunState.STOPPING or is_terminal(run.state):
             self._state = run.state
             return EndReason.CANCELLED
-        budget = self.job.spec.launcher.budget_usd
-        if budget is not None and self.led.run_spend_usd(self.job.run_id) > budget:
-            self.led.add_event(self.job.run_id, EventKind.BUDGET_STOP, {"budget_usd": budget})
+        why = (self.d.budget_stop or default_budget_stop)(self.led, self.job.run_id)
+        if why:
+            self.led.add_event(self.job.run_id, EventKind.BUDGET_STOP, {"reason": why})
+            self.d.notify(f"budget stop: {why}")
             self._enter_stopping(EndReason.BUDGET_STOP)
             return EndReason.BUDGET_STOP
         return None
@@ -361,6 +382,35 @@ class Controller:
         self.led.set_cluster_state(cluster, ClusterState.TERMINATED)
 
     # ---- helpers ------------------------------------------------------------------------------
+    def _decision_state(self, previous: ScoredOffer | None, preemptions: int) -> DecisionState:
+        """What a deadline-aware policy sees. Work done is approximated by the time attempts
+        spent running (the controller cannot see inside the job; lost work after a
+        preemption is bounded by the checkpoint interval)."""
+        run = self.led.get_run(self.job.run_id)
+        now = datetime.now(UTC)
+        created = run.created_at or now
+        done_s = sum(
+            ((a.ended_at or now) - a.started_at).total_seconds()
+            for a in self.led.attempts(self.job.run_id)
+            if a.end_reason not in (EndReason.PROVISION_FAILED,)
+        )
+        prev = previous.offer if previous else None
+        spot = [s.offer.price_usd_per_hour for s in self.job.plan.ranked if s.offer.spot]
+        od = [s.offer.price_usd_per_hour for s in self.job.plan.ranked if not s.offer.spot]
+        return DecisionState(
+            elapsed_hours=(now - created).total_seconds() / 3600.0,
+            work_done_hours=done_s / 3600.0,
+            work_total_hours=self.job.plan.work_hours,
+            deadline_hours=self.job.spec.launcher.deadline_hours,
+            restart_overhead_hours=self.d.restart_overhead_hours,
+            current=Choice.NONE,
+            current_zone=0,
+            spot_available=(True,),  # unknown until we try: assume capacity
+            spot_price_usd_per_hour=min(spot) if spot else (prev.price_usd_per_hour if prev and prev.spot else None),
+            on_demand_price_usd_per_hour=min(od) if od else None,
+            preemptions=preemptions,
+        )
+
     def _beat(self, force: bool = False) -> bool:
         now = self.d.clock()
         if force or now - self._last_beat >= self.d.heartbeat_interval_s:

@@ -36,27 +36,16 @@ class NextOfferPolicy(RecoveryPolicy):
         return RecoveryDecision(ctx.previous, reason="every offer tried; same offer again")
 
 
-def recovery_policy(name: str | None) -> RecoveryPolicy:
-    """The named policy (None = the default). UnknownNameError lists the known names."""
+def recovery_policy(name: str | None, *, has_deadline: bool = False) -> RecoveryPolicy:
+    """The named policy (None = the registry's default: `deadline-aware` when the spec has a
+    deadline, else `next-offer`). UnknownNameError lists the known names."""
     try:
-        from launcher.policies.recovery import get_recovery_policy  # type: ignore[import-not-found]
-    except ImportError:
-        get_recovery_policy = None
-    if get_recovery_policy is not None:
-        return get_recovery_policy(name) if name is not None else _default_from_registry(get_recovery_policy)
-    if name not in (None, FALLBACK_NAME):
-        raise UnknownNameError("recovery policy", name, [FALLBACK_NAME])
-    return NextOfferPolicy()
-
-
-def _default_from_registry(get) -> RecoveryPolicy:
-    try:
-        from launcher.policies import recovery as mod  # type: ignore[import-not-found]
-
-        default = getattr(mod, "DEFAULT_RECOVERY", None) or getattr(mod, "DEFAULT", None)
-    except ImportError:
-        default = None
-    try:
-        return get(default) if default else get(None)
-    except Exception:
+        from launcher.policies import recovery as registry
+    except ImportError:  # registry not available: our fallback only
+        if name not in (None, FALLBACK_NAME):
+            raise UnknownNameError("recovery policy", name, [FALLBACK_NAME]) from None
         return NextOfferPolicy()
+    if name is None:
+        default = getattr(registry, "default_recovery_policy", None)
+        name = default(has_deadline) if default else FALLBACK_NAME
+    return registry.get_recovery_policy(name)

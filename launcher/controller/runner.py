@@ -187,7 +187,7 @@ def run_controller(
         ledger=ledger,
         provider_for=make_provider_for(run_id, opts, ledger, job.plan.work_hours),
         executor_for=lambda cloud: executor_for(cloud),
-        policy=recovery_policy(job.spec.launcher.recovery),
+        policy=recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None),
         notify=notify,
     )
     controller = Controller(job, deps, mode=mode)

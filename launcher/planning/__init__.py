@@ -10,29 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from launcher.planning.budget import BudgetCheck, check_budget, default_project_budget
+from launcher.planning.budget import BudgetCheck, check_budget, org_budget_check
 from launcher.planning.candidates import Candidate, Overrides, local_scored, rank_candidates
 from launcher.planning.plan import Plan, build_plan, offer_label, plan_from_dict, plan_lines, plan_to_dict
 from launcher.spec.loader import LoadedSpec
 from pricing.models import Offer
 
 
-def ledger_spend_lookup():
-    """(project, since) -> spend, reading the ledger only if it already exists (a dry run must
-    not create the database)."""
+def _existing_ledger():
+    """The ledger if it exists already (a dry run must not create the database), else None."""
     from launcher import paths
 
     url = paths.db_url()
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
-        return lambda project, since: 0.0
+        return None
+    from launcher.ledger import Ledger
 
-    def spend(project, since):
-        from launcher.ledger import Ledger
-
-        with Ledger() as led:
-            return led.project_spend_usd(project, since=since)
-
-    return spend
+    return Ledger()
 
 
 def make_plan(
@@ -73,15 +67,37 @@ def make_plan(
 
         return rank_offers(catalog["c"], replace(query, clouds=clouds))
 
-    return build_plan(
+    plan = build_plan(
         loaded,
         enabled=enabled,
         local_offer=local_offer,
         rank_cloud=rank_cloud,
         overrides=overrides,
-        project_budget=project_budget if project_budget is not None else default_project_budget(),
-        spend=spend if spend is not None else ledger_spend_lookup(),
+        project_budget=project_budget,
+        spend=spend,
     )
+    if project_budget is None and spend is None:
+        plan = _with_org_budgets(plan, loaded)
+    return plan
+
+
+def _with_org_budgets(plan: Plan, loaded: LoadedSpec) -> Plan:
+    """Apply budgets.yaml (monthly/burn limits per project and owner) to the plan's budget."""
+    from dataclasses import replace
+
+    lb = loaded.spec.launcher
+    ledger = _existing_ledger()
+    try:
+        price = plan.chosen.scored.offer.price_usd_per_hour * plan.num_nodes
+        check = org_budget_check(ledger, lb.project, lb.owner, plan.expected_cost_usd, price)
+    finally:
+        if ledger is not None:
+            ledger.close()
+    if check is None:
+        return plan
+    summary = check.summary() if check.remaining_usd is not None or check.burn_limit_usd_per_hour is not None else None
+    budget = replace(plan.budget, project_refusal=None if check.ok else check.reason, project_summary=summary)
+    return replace(plan, budget=budget)
 
 
 __all__ = [

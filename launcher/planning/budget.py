@@ -22,8 +22,10 @@ class BudgetCheck:
     expected_cost_usd: float
     run_budget_usd: float | None
     project: str
-    project_budget_usd: float | None
-    project_spent_usd: float | None  # this month, when a project budget exists
+    project_budget_usd: float | None = None
+    project_spent_usd: float | None = None  # this month, when a project budget exists
+    project_refusal: str | None = None  # from launcher.budgets (monthly and burn limits)
+    project_summary: str | None = None  # e.g. "$120.00 left this month (vision)"
 
     @property
     def project_remaining_usd(self) -> float | None:
@@ -37,6 +39,8 @@ class BudgetCheck:
                 f"expected cost ${self.expected_cost_usd:,.2f} exceeds the task's budget_usd "
                 f"${self.run_budget_usd:,.2f}"
             )
+        if self.project_refusal:
+            return self.project_refusal
         rem = self.project_remaining_usd
         if rem is not None and self.expected_cost_usd > rem:
             return (
@@ -75,11 +79,28 @@ def check_budget(
     return BudgetCheck(expected_cost_usd, run_budget_usd, project, monthly, spent)
 
 
-def default_project_budget() -> ProjectBudgetLookup | None:
-    """The budgets config's lookup when that module exists (issue 7), else None."""
+def org_budget_check(ledger, project: str, owner: str | None, expected_cost_usd: float, price_usd_per_hour: float,
+                     now: datetime | None = None):
+    """`launcher.budgets.check_plan` (budgets.yaml: monthly and burn limits per project/owner),
+    or None when that module is absent. `ledger` may be None (no ledger yet: nothing spent)."""
     try:
-        from launcher import budgets  # type: ignore[attr-defined]
+        from launcher import budgets
     except ImportError:
         return None
-    fn = getattr(budgets, "monthly_budget_usd", None)
-    return fn if callable(fn) else None
+    return budgets.check_plan(ledger or _NoSpend(), project, owner, expected_cost_usd, price_usd_per_hour, now or datetime.now(UTC))
+
+
+class _NoSpend:
+    """Stands in for a ledger that does not exist yet (a dry run must not create it)."""
+
+    def spend_usd(self, **kw) -> float:
+        return 0.0
+
+    def project_spend_usd(self, *a, **kw) -> float:
+        return 0.0
+
+    def owner_spend_usd(self, *a, **kw) -> float:
+        return 0.0
+
+    def burn_rate_usd_per_hour(self, **kw) -> float:
+        return 0.0

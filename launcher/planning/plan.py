@@ -119,7 +119,9 @@ def plan_lines(plan: Plan) -> list[str]:
     budget_bits = []
     if b.run_budget_usd is not None:
         budget_bits.append(f"task budget ${b.run_budget_usd:,.2f}")
-    if b.project_remaining_usd is not None:
+    if b.project_summary:
+        budget_bits.append(f"project {b.project!r}: {b.project_summary}")
+    elif b.project_remaining_usd is not None:
         budget_bits.append(f"project {b.project!r} has ${b.project_remaining_usd:,.2f} left this month")
     lines.append("  budget:   " + ("; ".join(budget_bits) if budget_bits else "no budget set"))
     for n in plan.notes:

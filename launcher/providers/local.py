@@ -33,7 +33,8 @@ LOCAL_INSTANCE_TYPE = "local-cpu"
 
 @dataclass(frozen=True)
 class PreemptionSchedule:
-    """Seconds of running time after which attempt i (0-based, on this provider) is preempted.
+    """Seconds after the start of attempt i's `run` phase (0-based, on this provider) at which
+    it is preempted (the controller measures the time; setup is not counted).
 
     Attempts beyond the list are never preempted, so a schedule of N entries means N
     preemptions and then a run to completion.
