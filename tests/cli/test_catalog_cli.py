@@ -3,11 +3,12 @@
 import json
 
 from tests.conftest import run_cli
+from tests.pricing.conftest import data_dir  # noqa: F401  (fixture)
 from tests.pricing.helpers import SLICE_CLOUDS, StaticServer, serve_layout
 
 
-def test_refresh_status_and_network_failure(shared_data, tmp_path, launcher_home):
-    root = serve_layout(shared_data, tmp_path / "www")
+def test_refresh_status_and_network_failure(data_dir, tmp_path, launcher_home):
+    root = serve_layout(data_dir, tmp_path / "www")
     with StaticServer(root) as srv:
         p = run_cli("catalog", "refresh", "--url", srv.url + "/catalogs", "--clouds", ",".join(SLICE_CLOUDS),
                     "--advisor-url", srv.url + "/spot-advisor-data.json", "--json")

@@ -15,8 +15,8 @@ from tests.pricing.helpers import SLICE_CLOUDS, StaticServer, serve_layout
 
 
 @pytest.fixture
-def served(shared_data, tmp_path):
-    root = serve_layout(shared_data, tmp_path / "www")
+def served(data_dir, tmp_path):
+    root = serve_layout(data_dir, tmp_path / "www")
     with StaticServer(root) as srv:
         yield srv, root
 
@@ -80,8 +80,8 @@ def test_invalid_download_does_not_replace_cache(served, tmp_path):
     assert (cache / "lambda" / "vms.csv").read_bytes() == good
 
 
-def test_every_request_times_out(shared_data, tmp_path):
-    root = serve_layout(shared_data, tmp_path / "www")
+def test_every_request_times_out(data_dir, tmp_path):
+    root = serve_layout(data_dir, tmp_path / "www")
     with StaticServer(root, delay_s=3.0) as srv:
         import time
 
@@ -98,8 +98,8 @@ def test_lock_held_is_conflict(tmp_path):
             refresh_catalogs(base_url=_closed_port_url(), cache_dir=cache, lock_timeout_s=0.1)
 
 
-def test_v7_schema_path(shared_data, tmp_path):
-    root = serve_layout(shared_data, tmp_path / "www", schema="v7")
+def test_v7_schema_path(data_dir, tmp_path):
+    root = serve_layout(data_dir, tmp_path / "www", schema="v7")
     with StaticServer(root) as srv:
         res = refresh_catalogs(base_url=srv.url + "/catalogs", schema="v7", cache_dir=tmp_path / "c", clouds=["runpod"], advisor_url=None)
     assert res.results[0].ok and res.results[0].url.endswith("/v7/runpod/vms.csv")
