@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import Connection, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -263,7 +263,7 @@ class Ledger(CostQueries, InfraRecords):
                 self._attempt_missing_or_ended(c, attempt_id)
         return self.get_attempt(attempt_id)
 
-    def _attempt_missing_or_ended(self, c: Connection, attempt_id: str) -> None:
+    def _attempt_missing_or_ended(self, c: Connection, attempt_id: str) -> NoReturn:
         a = m.attempts.c
         row = c.execute(select(a.end_reason).where(a.attempt_id == attempt_id)).first()
         if row is None:
