@@ -152,7 +152,8 @@ class AwsProvider(Provider):
             code = e.response.get("Error", {}).get("Code", "")
             if code in ok_codes:
                 return None
-            raise ProviderError(f"AWS {e.operation_name} failed: {code}: {e.response['Error'].get('Message', '')}") from e
+            message = e.response["Error"].get("Message", "")
+            raise ProviderError(f"AWS {e.operation_name} failed: {code}: {message}") from e
         except BotoCoreError as e:
             raise ProviderError(f"AWS call failed: {e}") from e
 

@@ -31,7 +31,15 @@ from launcher.providers.base import (
 from launcher.providers.notice import FAKE_NOTICE, PreemptionNoticeSource
 
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
-OPERATIONS = ("provision", "terminate", "terminate_instance", "list_instances", "idle_signals", "tag_instance", "stop_instance")
+OPERATIONS = (
+    "provision",
+    "terminate",
+    "terminate_instance",
+    "list_instances",
+    "idle_signals",
+    "tag_instance",
+    "stop_instance",
+)
 
 
 @dataclass
@@ -208,6 +216,10 @@ class FakeProvider(Provider):
             known = [v for v in (inst.gpu_utilization_pct, inst.cpu_utilization_pct) if v is not None]
             return IdleSignals(inst.gpu_utilization_pct, inst.cpu_utilization_pct, samples=len(known))
 
+    def idle_signals_many(self, instances, window_minutes: int) -> dict[str, IdleSignals]:
+        """Batch form, as aws/gcp offer it (one metrics query per region / project)."""
+        return {i.instance_id: self.idle_signals(i, window_minutes) for i in instances}
+
     # ---- extras shared with aws/gcp -----------------------------------------------------------
     def was_preempted(self, region: str, instance_id: str) -> bool:
         with self._lock:
@@ -222,7 +234,10 @@ class FakeProvider(Provider):
             for node in handle.nodes:
                 inst = self._instances.get(node.instance_id)
                 if inst is None or inst.info.state != "running":
-                    why = "reclaimed (spot)" if inst is not None and inst.preempted else (inst.info.state if inst else "gone")
+                    if inst is None:
+                        why = "gone"
+                    else:
+                        why = "reclaimed (spot)" if inst.preempted else inst.info.state
                     return f"instance {node.instance_id} {why}"
         return None
 

@@ -150,7 +150,8 @@ class GcpProvider(Provider):
                 return None
             raise
         except aexc.DefaultCredentialsError as e:
-            raise CredentialsError("no GCP credentials found", hint="run `gcloud auth application-default login`") from e
+            hint = "run `gcloud auth application-default login`"
+            raise CredentialsError("no GCP credentials found", hint=hint) from e
         except gexc.GoogleAPICallError as e:
             raise ProviderError(f"GCP compute call failed: {e.code} {e.message}") from e
         except gexc.RetryError as e:
@@ -341,7 +342,10 @@ class GcpProvider(Provider):
         retry = self._retry()
 
         def query(metric: str):
-            return self._call(retry(lambda: mon.series_means(self._get_json, endpoint, self.project, metric, start, end, period)))
+            project = self.project
+            return self._call(
+                retry(lambda: mon.series_means(self._get_json, endpoint, project, metric, start, end, period))
+            )
 
         cpu, gpu = query(mon.CPU_METRIC), query(mon.GPU_METRIC)
         out: dict[str, IdleSignals] = {}
@@ -371,7 +375,8 @@ class GcpProvider(Provider):
         if self._http is None:
             import requests
 
-            if self.monitoring_endpoint and self.monitoring_endpoint.startswith("http://") and self._credentials is None:
+            local = bool(self.monitoring_endpoint and self.monitoring_endpoint.startswith("http://"))
+            if local and self._credentials is None:
                 self._http = requests.Session()
             else:
                 from google.auth.transport.requests import AuthorizedSession

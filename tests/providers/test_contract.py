@@ -165,6 +165,9 @@ def test_idle_signals_tell_busy_from_idle_where_published(cloud):
     assert s_idle.cpu_utilization_pct == pytest.approx(2.0)
     assert s_busy.samples > 0
     assert no_signal(s_silent)  # no metrics published is unknown, not idle
+    # The batch form (what the reaper uses for thousands of instances) agrees with the single one.
+    many = cloud.provider.idle_signals_many(list(by_id.values()), 60)
+    assert many == {busy: s_busy, idle: s_idle, silent: s_silent}
 
 
 def test_credentials_report_a_source(cloud):
