@@ -153,6 +153,7 @@ def default_sdk() -> SimpleNamespace:
         launch=sdk.launch,
         get=sdk.get,
         job_status=sdk.job_status,
+        tail_logs=sdk.tail_logs,
         cancel=sdk.cancel,
         down=sdk.down,
         ssh_up=sdk.ssh_up,
@@ -204,6 +205,7 @@ class SkyExecutor(Executor):
     poll_interval_s: float = 10.0
     unreachable_polls: int = 3
     lookup_provider: bool = True  # without `provider`, build the cloud's own (aws/gcp) from the registry
+    stream_logs: bool = True  # follow the job's output into runs/<id>/logs/rank-0.log
     clock: Callable[[], float] = time.monotonic
     name: str = "sky"
 
@@ -284,6 +286,21 @@ class SkyExecution(Execution):
             self.phase = "run"
         except BaseException as e:  # noqa: BLE001 - surfaced through poll()
             self._launch_error = e
+            return
+        if self.executor.stream_logs:
+            threading.Thread(target=self._follow_logs, name=f"sky-logs-{self.cluster_name}", daemon=True).start()
+
+    def _follow_logs(self) -> None:
+        """SkyPilot streams every node's output (prefixed with its rank) into one file, where
+        `launcher logs` tails rank-0.log as it does for the local executor."""
+        log = Path(self.request.run_dir) / "logs" / "rank-0.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(log, "a", encoding="utf-8") as out:
+                self.executor._sdk().tail_logs(self.cluster_name, self.job_id, follow=True, output_stream=out)
+        except Exception as e:  # noqa: BLE001 - logs are a convenience; status comes from poll()
+            with open(log, "a", encoding="utf-8") as out:
+                out.write(f"[launcher] log stream ended: {type(e).__name__}: {e}\n")
 
     # ---- Execution ------------------------------------------------------------------------------
     def poll(self) -> ExecResult | None:

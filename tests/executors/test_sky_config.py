@@ -4,6 +4,7 @@ and file, and how job statuses / node states become our outcomes (with a scripte
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -133,6 +134,11 @@ class ScriptedSdk:
     def job_status(self, cluster, job_ids):
         return self._rid("job_status", cluster, job_ids=job_ids)
 
+    def tail_logs(self, cluster, job_id, follow, output_stream):
+        self.calls.append(("tail_logs", (cluster, job_id), {"follow": follow}))
+        output_stream.write("(head, rank=0) epoch 1 loss 0.5\n")
+        return 0
+
     def cancel(self, cluster, job_ids):
         return self._rid("cancel", cluster, job_ids=job_ids)
 
@@ -221,6 +227,16 @@ def test_stop_cancels_the_job(tmp_path):
 def test_launch_error_is_a_setup_failure_unless_nodes_are_gone(tmp_path):
     res = start(tmp_path, ScriptedSdk(["RUNNING"], launch_error=RuntimeError("setup exploded"))).poll()
     assert res.outcome is Outcome.SETUP_FAILED and "setup exploded" in res.detail
+
+
+def test_job_output_is_followed_into_the_run_log(tmp_path):
+    ex = start(tmp_path, ScriptedSdk(["RUNNING"]))
+    deadline = time.monotonic() + 5
+    log = tmp_path / "logs" / "rank-0.log"
+    while not (log.exists() and log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log.read_text() == "(head, rank=0) epoch 1 loss 0.5\n"
+    assert ("tail_logs", ("gl-exp-1-cluster-job", 42), {"follow": True}) in ex.executor.sdk.calls
 
 
 def test_pool_file_written_before_deploy(tmp_path):

@@ -121,6 +121,7 @@ class FakeSkyApi:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, object]] = []
         self.job_statuses: list[object] = ["RUNNING", "SUCCEEDED"]
+        self.log_lines = ["(head, rank=0, pid=1) epoch 1/3 loss 0.91", "(head, rank=0, pid=1) epoch 2/3 loss 0.42"]
         self.results: dict[str, tuple[str, object]] = {}
         self._lock = threading.Lock()
         api = self
@@ -156,6 +157,17 @@ class FakeSkyApi:
                     api.calls.append(("POST", path, parsed))
                 if path == "/validate" or path == "/ssh_node_pools":
                     return self._reply(200, {}, api.version_headers())
+                if path == "/logs":  # the job's output, streamed as the real server does (text lines)
+                    rid = api.new_request(path, parsed)
+                    data = "".join(f"{line}\n" for line in api.log_lines).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in {**api.version_headers(), "X-Skypilot-Request-ID": rid}.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
                 if path == "/ssh_node_pools/keys":
                     return self._reply(200, {"key_path": "/api-server/keys/uploaded"}, api.version_headers())
                 rid = api.new_request(path, parsed)
@@ -198,6 +210,8 @@ class FakeSkyApi:
         rid = uuid.uuid4().hex
         if path == "/launch":
             self.results[rid] = ("launch", (7, None))
+        elif path == "/logs":
+            self.results[rid] = ("logs", 0)
         elif path == "/job_status":
             nxt = self.job_statuses.pop(0) if len(self.job_statuses) > 1 else self.job_statuses[0]
             if isinstance(nxt, Exception):
@@ -286,6 +300,14 @@ def test_sdk_deploys_the_pool_launches_the_task_and_reads_status(sky_api, sky_sd
     # 3. the job was polled by the id the launch returned
     assert all(b["job_ids"] == [7] and b["cluster_name"] == "gl-examples-c1-job" for b in sky_api.posted("/job_status"))
     assert len(sky_api.posted("/job_status")) == 2  # RUNNING, then SUCCEEDED
+    # 4. the job's output was followed into the run's log, where `launcher logs` reads it
+    log = tmp_path / "logs" / "rank-0.log"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "epoch 2/3" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    assert "epoch 1/3 loss 0.91" in log.read_text() and "epoch 2/3 loss 0.42" in log.read_text()
+    (logs,) = sky_api.posted("/logs")
+    assert logs["cluster_name"] == "gl-examples-c1-job" and logs["job_id"] == 7 and logs["follow"] is True
 
 
 def test_sdk_unreachable_cluster_after_spot_reclaim_is_preempted(sky_api, sky_sdk, tmp_path):
