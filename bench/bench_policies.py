@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from launcher.policies.registry import get_placement_policy  # noqa: E402
-from launcher.simulation.engine import SimCase, simulate, work_ticks  # noqa: E402
+from launcher.simulation.engine import SimCase, simulate  # noqa: E402
 from launcher.simulation.omniscient import omniscient_cost  # noqa: E402
 from launcher.simulation.traces import Trace, load_trace  # noqa: E402
 
@@ -73,7 +73,11 @@ def grid(traces: tuple[Trace, ...], n_starts: int) -> list[SimCase]:
 
 def run_case(args: tuple[SimCase, tuple[str, ...], bool]) -> dict:
     case, policies, multi = args
-    row = {"omniscient": omniscient_cost(case, multi_zone=multi)}
+    row = {
+        "omniscient": omniscient_cost(case, multi_zone=multi),
+        "factor": round(case.deadline_hours / case.work_hours, 2),
+        "collection": case.traces[0].name.rsplit("/", 1)[0],
+    }
     for name in policies:
         if multi and not get_placement_policy(name).multi_zone:
             # a single-zone policy placed in each zone of the group (the user picks one zone)
@@ -125,6 +129,21 @@ def summarize(title: str, rows: list[dict], policies: tuple[str, ...]) -> dict:
     return out
 
 
+def breakdown(rows: list[dict], policies: tuple[str, ...], key: str) -> None:
+    """Mean cost relative to on-demand per value of `key` (deadline factor, trace collection)."""
+    values = sorted({r[key] for r in rows}, key=str)
+    print(f"  by {key}: " + "  ".join(f"{p}" for p in policies if p != "on-demand"))
+    for v in values:
+        sub = [r for r in rows if r[key] == v]
+        cells = []
+        for p in (*policies, "omniscient"):
+            if p == "on-demand":
+                continue
+            costs = [r[p] if p == "omniscient" else r[p]["cost"] for r in sub]
+            cells.append(f"{statistics.fmean(c / r['on-demand']['cost'] for c, r in zip(costs, sub)):.3f}")
+        print(f"    {str(v):<36}{len(sub):>4}  " + "  ".join(cells))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace-root", type=Path, default=REPO.parent / "shared" / "data" / "spot-traces")
@@ -147,14 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         single_rows = list(pool.map(run_case, single_tasks, chunksize=4))
         multi_rows = list(pool.map(run_case, multi_tasks, chunksize=2))
-    summary = {
-        "single_zone": summarize(f"Single zone ({len(files)} traces)", single_rows, SINGLE_POLICIES),
-        "multi_zone": summarize(
-            f"Multi-zone ({len(groups)} groups; single-zone policies: mean over the group's zones)",
-            multi_rows,
-            multi_policies,
-        ),
-    }
+    summary = {"single_zone": summarize(f"Single zone ({len(files)} traces)", single_rows, SINGLE_POLICIES)}
+    print("\n  cost / on-demand (columns: the policies, then omniscient)")
+    breakdown(single_rows, SINGLE_POLICIES, "factor")
+    breakdown(single_rows, SINGLE_POLICIES, "collection")
+    summary["multi_zone"] = summarize(
+        f"Multi-zone ({len(groups)} groups; single-zone policies: mean over the group's zones)",
+        multi_rows,
+        multi_policies,
+    )
+    breakdown(multi_rows, multi_policies, "collection")
     print(f"\nwall time {time.monotonic() - t0:.1f}s")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))

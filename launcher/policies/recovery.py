@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from launcher.errors import UnknownNameError
+from launcher.errors import BadInputError, UnknownNameError
 from launcher.policies.base import Choice, RecoveryContext, RecoveryDecision, RecoveryPolicy
 from pricing.models import ScoredOffer
 
@@ -151,7 +151,10 @@ def get_recovery_policy(name: str, **params) -> RecoveryPolicy:
         factory = _RECOVERY[name]
     except KeyError:
         raise UnknownNameError("recovery policy", name, _RECOVERY) from None
-    return factory(**params)
+    try:
+        return factory(**params)
+    except (TypeError, ValueError) as e:
+        raise BadInputError(f"bad parameters for recovery policy {name!r}: {e}") from None
 
 
 def default_recovery_policy(has_deadline: bool) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from launcher.errors import UnknownNameError
+from launcher.errors import BadInputError, UnknownNameError
 from launcher.policies.base import PlacementPolicy
 
 
@@ -60,7 +60,10 @@ def get_placement_policy(name: str, **params) -> PlacementPolicy:
         factory = _PLACEMENT[name]
     except KeyError:
         raise UnknownNameError("placement policy", name, _PLACEMENT) from None
-    return factory(**params)
+    try:
+        return factory(**params)
+    except (TypeError, ValueError) as e:
+        raise BadInputError(f"bad parameters for placement policy {name!r}: {e}") from None
 
 
 def register(name: str, factory: Callable[..., PlacementPolicy]) -> None:

@@ -120,3 +120,13 @@ def test_continuous_mode_for_the_controller_uses_hours_and_the_poll_step():
     assert pol.decide(st(11.0, True)).choice is Choice.SPOT  # slack 1.0 >= 2 overheads
     assert pol.decide(st(10.3, True)).choice is Choice.ON_DEMAND  # 0.3 < 0.4: no spot start
     assert pol.decide(st(None, False)).choice is Choice.NONE  # no deadline: wait for spot
+
+
+def test_policy_parameters_are_checked():
+    from launcher.errors import BadInputError
+
+    assert get_placement_policy("deadline-aware", reserve_overheads=8).reserve_overheads == 8
+    with pytest.raises(BadInputError):
+        get_placement_policy("deadline-aware", reserve_work_fraction=-1)
+    with pytest.raises(BadInputError):
+        get_placement_policy("greedy", colour="red")
