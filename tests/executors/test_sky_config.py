@@ -139,6 +139,12 @@ class ScriptedSdk:
         output_stream.write("(head, rank=0) epoch 1 loss 0.5\n")
         return 0
 
+    def down(self, cluster):
+        return self._rid("down", cluster)
+
+    def ssh_down(self, pool):
+        return self._rid("ssh_down", pool)
+
     def cancel(self, cluster, job_ids):
         return self._rid("cancel", cluster, job_ids=job_ids)
 
@@ -250,3 +256,16 @@ def test_accelerator_comes_from_the_stack_when_the_controller_does_not_say(tmp_p
     h = ClusterHandle(h.cluster, h.provider, h.region, h.zone, h.nodes, h.stack, {**h.extra, "accelerator": "A10G"})
     cfg = SkyExecutor(sdk=ScriptedSdk(["RUNNING"])).task_config(request(tmp_path), h)
     assert cfg["resources"]["accelerators"] == {"A10G": 1}
+
+
+def test_release_downs_the_sky_cluster_and_pool_and_removes_our_entry(tmp_path):
+    sdk = ScriptedSdk(["RUNNING"])
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(yaml.safe_dump({"my-lab": {"hosts": ["192.168.1.5"]}}))
+    ex = SkyExecutor(sdk=sdk, pools_file=pools, identity_file="/id", lookup_provider=False)
+    execution = ex.start(request(tmp_path), handle())
+    execution._thread.join(5)
+    ex.release(handle())
+    assert ("down", ("gl-exp-1-cluster-job",), {}) in sdk.calls
+    assert ("ssh_down", ("gl-exp-1-cluster",), {}) in sdk.calls
+    assert yaml.safe_load(pools.read_text()) == {"my-lab": {"hosts": ["192.168.1.5"]}}
