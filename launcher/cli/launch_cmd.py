@@ -52,7 +52,6 @@ def launch(
         raise BadInputError("missing task spec", hint="launch task_specs/quickstart.yaml --cheapest --yes")
 
     from launcher.controller.recovery import recovery_policy
-    from launcher.controller.runner import LaunchOptions
     from launcher.planning import Overrides, make_plan, plan_lines
     from launcher.providers.local import PreemptionSchedule
     from launcher.spec import load_spec
@@ -68,7 +67,7 @@ def launch(
     if loaded.workdir is not None and not loaded.workdir.is_dir():
         raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory", hint="workdir is relative to the spec file")
     clouds = _clouds(cloud)
-    from launcher.controller.runner import collect_provenance
+    from launcher.spec.provenance import collect_provenance
 
     prov = collect_provenance(loaded)  # hashes data paths: a missing one is bad input
     plan = make_plan(
@@ -86,7 +85,7 @@ def launch(
     if not yes:
         plan = _confirm(plan, ask_which=not cheapest)
 
-    from launcher.controller.runner import prepare_run, spawn_detached
+    from launcher.controller.runner import LaunchOptions, prepare_run, spawn_detached
     from launcher.ledger import Ledger
 
     options = LaunchOptions(simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, grace_s=grace_seconds)

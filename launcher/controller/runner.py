@@ -32,6 +32,7 @@ from launcher.errors import BadInputError, ConflictError, NotFoundError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS
 from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
 from launcher.spec.loader import LoadedSpec, load_spec_text
+from launcher.spec.provenance import collect_provenance
 
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache")
 DEFAULT_EXPIRY = timedelta(hours=24)
@@ -86,16 +87,6 @@ def redacted_spec_text(loaded: LoadedSpec) -> str:
     data = yaml.safe_load(loaded.text)
     data["secrets"] = {k: "<redacted>" for k in data.get("secrets") or {}}
     return yaml.safe_dump(data, sort_keys=False)
-
-
-def collect_provenance(loaded: LoadedSpec):
-    """Provenance for a new run. Can fail on bad input (a data path that does not exist), so
-    callers collect it before writing anything."""
-    from launcher.provenance import collect
-
-    lb = loaded.spec.launcher
-    data_paths = [loaded.resolve(p) for p in (lb.data or [])]
-    return collect(loaded.path, loaded.text, seeds=lb.seeds, image=loaded.spec.resources.image, data_paths=data_paths, cwd=loaded.base_dir)
 
 
 def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, prov=None) -> str:

@@ -17,6 +17,15 @@ from launcher.spec.loader import LoadedSpec
 from pricing.models import Offer
 
 
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
 def _existing_ledger():
     """The ledger if it exists already (a dry run must not create the database), else None."""
     from launcher import paths
@@ -86,10 +95,18 @@ def _with_org_budgets(plan: Plan, loaded: LoadedSpec) -> Plan:
     from dataclasses import replace
 
     lb = loaded.spec.launcher
+    owner = lb.owner or _user()  # the run is recorded with this owner too
+    try:
+        from launcher.budgets import load_budgets
+
+        if not load_budgets().matching(lb.project, owner):
+            return plan  # no budget applies: skip opening the ledger
+    except ImportError:
+        return plan
     ledger = _existing_ledger()
     try:
         price = plan.chosen.scored.offer.price_usd_per_hour * plan.num_nodes
-        check = org_budget_check(ledger, lb.project, lb.owner, plan.expected_cost_usd, price)
+        check = org_budget_check(ledger, lb.project, owner, plan.expected_cost_usd, price)
     finally:
         if ledger is not None:
             ledger.close()

@@ -281,3 +281,24 @@ def test_ten_concurrent_launches_are_all_recorded(tmp_path):
     assert len(ids) == 10
     # each job printed its own run id
     assert {o[0].strip().split()[-1] for o in outs} == ids
+
+
+def test_project_budget_in_budgets_yaml_refuses(tmp_path, monkeypatch, launcher_home):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    (launcher_home / "budgets.yaml").write_text("budgets:\n  - project: vision\n    monthly_limit_usd: 0.1\n")
+    spec = write_spec(
+        tmp_path,
+        """
+        resources: {accelerators: 'L4:1', infra: aws}
+        run: python train.py
+        launcher: {project: vision, expected_hours: 10}
+        """,
+    )
+    r = run_cli("launch", str(spec), "--cheapest", "--yes")
+    assert r.returncode == 3, r.stderr
+    assert "left in budget" in r.stderr and "$0.10" in r.stderr
+    assert [f for f in state_files(launcher_home) if f != "budgets.yaml"] == []
+    # another project is not limited by it
+    other = write_spec(tmp_path, "resources: {accelerators: 'L4:1', infra: aws}\nrun: x\nlauncher: {project: nlp}\n", name="o.yaml")
+    assert run_cli("launch", str(other), "--dry-run").returncode == 0

@@ -1,0 +1,99 @@
+"""The launcher's own overhead for a trivial local job, against `bash -c` running the same
+command.
+
+    .venv/bin/python bench/bench_launch_overhead.py [--repeat 5]
+
+For each way of running `echo ready` it measures, from process start: the time until the
+job's first output line reaches our stdout pipe, and the time until the process exits.
+Rows:
+  bash -c                        the floor: fork/exec bash, run echo
+  python -c pass                 interpreter start alone (what any Python CLI pays)
+  launcher --help                interpreter + CLI import
+  launch SPEC --yes              spec -> plan -> ledger -> controller -> local executor -> done
+  launch SPEC --yes (dry run)    spec -> plan only
+Each launch uses a fresh LAUNCHER_HOME (first launch creates the ledger) unless --warm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = """\
+name: bench
+resources: {cpus: 1}
+run: echo ready
+launcher: {project: bench, expected_hours: 0.01}
+"""
+
+
+def measure(argv: list[str], env: dict[str, str], first_line: str | None) -> tuple[float | None, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=str(REPO))
+    t_first = None
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        if first_line is not None and t_first is None and raw.decode().strip() == first_line:
+            t_first = time.perf_counter() - t0
+    proc.wait()
+    total = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} exited with {proc.returncode}")
+    return t_first, total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--warm", action="store_true", help="reuse one LAUNCHER_HOME (ledger already created)")
+    args = ap.parse_args()
+    py = sys.executable
+    base_env = {**os.environ, "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
+    for v in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "GOOGLE_APPLICATION_CREDENTIALS"):
+        base_env.pop(v, None)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-launch-"))
+    spec = tmp / "bench.yaml"
+    spec.write_text(SPEC)
+    home_n = [0]
+
+    def env() -> dict[str, str]:
+        if not args.warm:
+            home_n[0] += 1
+        return {**base_env, "LAUNCHER_HOME": str(tmp / f"home{home_n[0]}"), "HOME": str(tmp)}
+
+    cases = [
+        ("bash -c 'echo ready'", lambda: ["bash", "-c", "echo ready"], "ready"),
+        ("python -c pass", lambda: [py, "-c", "pass"], None),
+        ("launcher --help", lambda: [py, "-m", "launcher.cli.main", "--help"], None),
+        ("launch --dry-run", lambda: [py, "-m", "launcher.cli.main", "launch", str(spec), "--dry-run"], None),
+        ("launch --yes", lambda: [py, "-m", "launcher.cli.main", "launch", str(spec), "--yes"], "ready"),
+    ]
+    results: dict[str, tuple[list[float], list[float]]] = {}
+    for _ in range(args.repeat):  # interleave the cases so machine load hits all alike
+        for name, argv, first in cases:
+            f, t = measure(argv(), env(), first)
+            firsts, totals = results.setdefault(name, ([], []))
+            if f is not None:
+                firsts.append(f)
+            totals.append(t)
+    floor_first = statistics.median(results[cases[0][0]][0])
+    floor_total = statistics.median(results[cases[0][0]][1])
+    print(f"median of {args.repeat} runs, {'warm' if args.warm else 'fresh'} LAUNCHER_HOME, {os.cpu_count()} CPUs")
+    print(f"{'command':<24} {'first line s':>13} {'x bash':>8} {'total s':>9} {'x bash':>8}")
+    for name, _, _ in cases:
+        firsts, totals = results[name]
+        f = statistics.median(firsts) if firsts else None
+        t = statistics.median(totals)
+        f_s = f"{f:13.3f} {f / floor_first:8.1f}" if f is not None else f"{'-':>13} {'-':>8}"
+        print(f"{name:<24} {f_s} {t:9.3f} {t / floor_total:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
