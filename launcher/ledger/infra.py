@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -96,7 +96,25 @@ class InfraRecords(LedgerBase):
     def record_reap(self, entry: ReapAuditRecord) -> ReapAuditRecord:
         """Append one audit row (at = now unless given); returns it with id and at set."""
         at = entry.at or self._now()
-        values = {
+        values = self._reap_values(entry, at)
+        with self._tx() as c:
+            new_id = c.execute(insert(m.reap_audit).values(values)).inserted_primary_key[0]
+        return replace(entry, id=new_id, at=at, reasons=values["reasons"])
+
+    def record_reap_many(self, entries: Sequence[ReapAuditRecord]) -> int:
+        """Append many audit rows in one transaction (one fsync): for the rows of a pass that
+        record no action (keep/skip). Returns how many were written."""
+        if not entries:
+            return 0
+        now = self._now()
+        rows = [self._reap_values(e, e.at or now) for e in entries]
+        with self._tx() as c:
+            c.execute(insert(m.reap_audit), rows)
+        return len(rows)
+
+    @staticmethod
+    def _reap_values(entry: ReapAuditRecord, at: datetime) -> dict:
+        return {
             "at": at, "pass_id": entry.pass_id, "provider": entry.provider, "region": entry.region,
             "instance_id": entry.instance_id, "cluster": entry.cluster, "project": entry.project,
             "decision": entry.decision, "action": entry.action,
@@ -104,9 +122,6 @@ class InfraRecords(LedgerBase):
             "estimated_saving_usd": entry.estimated_saving_usd, "ok": entry.ok,
             "error": entry.error, "dry_run": entry.dry_run,
         }  # fmt: skip
-        with self._tx() as c:
-            new_id = c.execute(insert(m.reap_audit).values(values)).inserted_primary_key[0]
-        return replace(entry, id=new_id, at=at, reasons=values["reasons"])
 
     def reap_audit(
         self,

@@ -114,9 +114,14 @@ def run_pass(
             batch = _batch_signals(provider, instances, policy, retry_kwargs)
             clusters = {c.name: c for c in ledger.clusters(provider=name)}
             by_instance = {n.get("instance_id"): c for c in clusters.values() for n in c.nodes if n.get("instance_id")}
-            for inst in sorted(instances, key=lambda i: (i.region, i.instance_id)):
-                outcome = _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, report.pass_id, retry_kwargs, batch)
-                report.outcomes.append(outcome)
+            quiet: list[ReapAuditRecord] = []  # rows that record no action: one transaction
+            try:
+                for inst in sorted(instances, key=lambda i: (i.region, i.instance_id)):
+                    outcome = _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, report.pass_id, retry_kwargs, batch, quiet)
+                    report.outcomes.append(outcome)
+            finally:
+                if not dry_run:
+                    ledger.record_reap_many(quiet)
             listed = {i.instance_id for i in instances}
             for c in clusters.values():
                 if project and c.project != project:
@@ -148,7 +153,7 @@ def _batch_signals(provider, instances, policy, retry_kwargs) -> dict[str, objec
     return out
 
 
-def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, pass_id, retry_kwargs, batch) -> ReapOutcome:
+def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_run, destroy_stack, price_lookup, pass_id, retry_kwargs, batch, quiet) -> ReapOutcome:
     proj_policy = policy.for_project(inst.tags.get("project"))
     cluster = by_instance.get(inst.instance_id) or clusters.get(inst.tags.get("cluster", ""))
     run_id = (cluster.run_id if cluster else None) or inst.tags.get("run-id")
@@ -217,7 +222,8 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
         error=error,
     )
     if not dry_run:
-        ledger.record_reap(
+        # Actions are audited before the next instance is touched; the rest in one batch.
+        (ledger.record_reap if action is not None else quiet.append)(
             ReapAuditRecord(
                 provider=outcome.provider,
                 region=outcome.region,
