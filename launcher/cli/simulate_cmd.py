@@ -42,7 +42,8 @@ def simulate(
         for o in outcomes:
             sys.stdout.write(json.dumps(o.to_json()) + "\n")
         return
-    cols = ["case", "policy", "cost $", "finished", "met deadline", "hours", "preemptions", "switches", "spot h", "on-demand h"]
+    cols = ["case", "policy", "cost $", "finished", "met deadline", "hours", "preemptions", "switches", "spot h",
+            "on-demand h"]
     if optimum:
         cols.append("optimum $")
     rows = []

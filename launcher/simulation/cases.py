@@ -76,7 +76,9 @@ def load_cases(path: Path) -> list[CaseSpec]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        raise BadInputError(f"cases file {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        raise BadInputError(
+            f"cases file {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        ) from None
     return parse_cases(obj, str(path))
 
 
