@@ -249,12 +249,25 @@ def logs(
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
+        from launcher.controller.liveness import controller_liveness
+
         follower = LogFollower(rd, out, multi=multi, rank=rank)
+        checks = 0
         try:
             while True:
                 follower.poll_once()
-                if is_terminal(led.get_run(rec.run_id).state):
+                run_now = led.get_run(rec.run_id)
+                if is_terminal(run_now.state):
                     break
+                checks += 1
+                if checks % 10 == 0:  # every ~2 s: stop following a run nobody drives
+                    live = controller_liveness(led, run_now)
+                    if not live.alive:
+                        follower.flush()
+                        from launcher.cli.render import info
+
+                        info(f"run {rec.run_id} is orphaned ({live.why}); `launcher down` or `launch --resume` it")
+                        return
                 time.sleep(0.2)
         finally:
             follower.flush()

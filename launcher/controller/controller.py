@@ -52,6 +52,7 @@ class RunJob:
     checkpoint_dir: Path
     tags: dict[str, str] = field(default_factory=dict)
     grace_s: float = DEFAULT_GRACE_SECONDS
+    file_mounts: dict[str, str] = field(default_factory=dict)  # dest -> source (local paths resolved)
 
 
 @dataclass
@@ -137,6 +138,14 @@ class Controller:
             self._loop(previous)
         except _Stopped:
             self._finish_stopping()
+        except BaseException as e:
+            # The run stays live with a dead controller: `status` shows it orphaned, and
+            # `down` / `launch --resume` take it from here. Say why in the ledger.
+            try:
+                self.led.add_event(self.job.run_id, "controller_error", {"error": f"{type(e).__name__}: {e}"})
+            except Exception:
+                pass
+            raise
         return self._result()
 
     # ---- the attempt loop ---------------------------------------------------------------------
@@ -261,9 +270,12 @@ class Controller:
             run_id=job.run_id, attempt=seq, run_dir=job.run_dir, workdir=job.workdir, setup=spec.setup,
             run=spec.run, num_nodes=spec.num_nodes, gpus_per_node=offer.accelerator_count,
             envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image,
-            file_mounts={k: v for k, v in spec.file_mounts.items() if isinstance(v, str)},
+            file_mounts=job.file_mounts,
         )  # fmt: skip
         execution = self.d.executor_for(offer.cloud).start(request, handle)
+        skipped = getattr(execution, "mounts_skipped", None)
+        if skipped:
+            self.led.add_event(job.run_id, "file_mounts", {"skipped": skipped, "why": "not available on this backend"}, attempt_id=attempt.attempt_id)
         if spec.resources.image:
             self.led.add_event(
                 job.run_id, "image", {"image": spec.resources.image, "image_runtime": execution.image_runtime},

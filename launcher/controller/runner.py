@@ -136,6 +136,10 @@ def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
         run_id=run_id, run_dir=rd, spec=loaded.spec, plan=plan,
         workdir=(rd / "workdir") if loaded.spec.workdir else None,
         checkpoint_dir=ckpt_dir, tags=dict(run.tags), grace_s=opts.grace_s,
+        file_mounts={
+            dest: (src if "://" in src else str(loaded.resolve(src)))
+            for dest, src in loaded.spec.file_mounts.items() if isinstance(src, str)
+        },
     )  # fmt: skip
     return job, opts, loaded
 

@@ -203,6 +203,25 @@ def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECOND
     return targets
 
 
+def link_file_mounts(request: ExecRequest) -> tuple[list[str], list[str]]:
+    """file_mounts on this machine: a local source is symlinked at its destination inside the
+    job's working directory (`~/x` and `x` both land in `<cwd>/x`). Absolute destinations
+    (we do not write outside the run) and bucket URLs (s3://, gs://) are skipped and reported."""
+    cwd = request.workdir if request.workdir is not None and request.workdir.is_dir() else request.run_dir
+    linked, skipped = [], []
+    for dest, src in request.file_mounts.items():
+        rel = dest[2:] if dest.startswith("~/") else dest
+        if "://" in src or Path(rel).is_absolute() or ".." in Path(rel).parts or not Path(src).exists():
+            skipped.append(dest)
+            continue
+        target = cwd / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() and not target.is_symlink():
+            target.symlink_to(Path(src).resolve())
+        linked.append(dest)
+    return linked, skipped
+
+
 class LocalExecution(Execution):
     def __init__(
         self,
@@ -224,6 +243,7 @@ class LocalExecution(Execution):
         self._kill_at: float | None = None
         self._failed_first: RankExit | None = None
         (request.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.mounts_linked, self.mounts_skipped = link_file_mounts(request)
         self.phase = "setup" if request.setup else "run"
         self._start_phase()
 

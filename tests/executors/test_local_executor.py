@@ -219,3 +219,19 @@ def test_run_processes_are_found_by_their_run_id_without_procs_json(tmp_path):
     (req.run_dir / "procs.json").unlink()  # as if the controller died before writing it
     assert sorted(kill_recorded_processes(req.run_dir, grace_s=2, run_id="r-test")) == sorted(ex.process_groups)
     assert ex.wait(10).outcome is Outcome.FAILED  # killed by SIGTERM (143), not our doing
+
+
+def test_file_mounts_link_local_sources_into_the_job_dir(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.txt").write_text("payload")
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    req = _request(
+        tmp_path, run="cat mnt/x.txt; cat home-data/x.txt", workdir=wd,
+        file_mounts={"mnt": str(data), "~/home-data": str(data), "/abs/data": str(data), "bucket": "s3://b/p"},
+    )  # fmt: skip
+    ex = _start(req)
+    assert ex.wait(30).outcome is Outcome.SUCCEEDED
+    assert log_path(req.run_dir, 0).read_text() == "payloadpayload"
+    assert sorted(ex.mounts_skipped) == ["/abs/data", "bucket"] and not Path("/abs/data").exists()
