@@ -199,10 +199,29 @@ class AwsProvider(Provider):
             self.terminate_instance(handle.region, node.instance_id)
 
     def list_instances(self, tag_filter: dict[str, str] | None = None) -> list[InstanceInfo]:
+        found, errors = self.list_instances_partial(tag_filter)
+        if errors:
+            detail = "; ".join(f"{region}: {msg}" for region, msg in sorted(errors.items()))
+            raise ProviderError(f"listing AWS instances failed in {len(errors)} region(s): {detail}")
+        return found
+
+    def list_instances_partial(
+        self, tag_filter: dict[str, str] | None = None
+    ) -> tuple[list[InstanceInfo], dict[str, str]]:
+        """Regions in parallel; a region that fails (after botocore's retries) is reported in the
+        second value instead of hiding the others (the reaper acts on what it could see)."""
         regions = self.regions()
+
+        def one(region: str) -> tuple[str, list[InstanceInfo] | None, str | None]:
+            try:
+                return region, self._list_region(region, tag_filter), None
+            except ProviderError as e:
+                return region, None, e.message
+
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(regions)) or 1) as pool:
-            per_region = list(pool.map(lambda r: self._list_region(r, tag_filter), regions))
-        return [inst for chunk in per_region for inst in chunk]
+            results = list(pool.map(one, regions))
+        found = [inst for _r, chunk, _e in results if chunk for inst in chunk]
+        return found, {r: err for r, _chunk, err in results if err is not None}
 
     def _list_region(self, region: str, tag_filter: dict[str, str] | None) -> list[InstanceInfo]:
         want = {MANAGED_BY_TAG: MANAGED_BY_VALUE, **(tag_filter or {})}

@@ -176,6 +176,14 @@ class FakeProvider(Provider):
                 if inst.info.state in LIVE_STATES and all(inst.info.tags.get(k) == v for k, v in want.items())
             ]
 
+    def list_instances_partial(
+        self, tag_filter: dict[str, str] | None = None
+    ) -> tuple[list[InstanceInfo], dict[str, str]]:
+        try:
+            return self.list_instances(tag_filter), {}
+        except ProviderError as e:
+            return [], {"all-regions": e.message}
+
     def instance_state(self, region: str, instance_id: str) -> str | None:
         with self._lock:
             inst = self._instances.get(instance_id)

@@ -207,6 +207,15 @@ class GcpProvider(Provider):
                 out.append(info)
         return out
 
+    def list_instances_partial(
+        self, tag_filter: dict[str, str] | None = None
+    ) -> tuple[list[InstanceInfo], dict[str, str]]:
+        """Same shape as aws's: one aggregated listing covers every zone, so it is all or nothing."""
+        try:
+            return self.list_instances(tag_filter), {}
+        except ProviderError as e:
+            return [], {"all-zones": e.message}
+
     def _aggregated(self, filter_expr: str) -> list:
         compute_v1 = self._compute()
         request = compute_v1.AggregatedListInstancesRequest(

@@ -41,6 +41,13 @@ def test_lists_managed_instances_across_regions_and_nothing_else(cloud):
     assert all(i.provider == cloud.name for i in found)
 
 
+def test_partial_listing_agrees_with_the_full_one_when_healthy(cloud):
+    a, b = cloud.places
+    seeded = cloud.seed(a, 2, tags(project="pl")) + cloud.seed(b, 1, tags(project="pl"))
+    found, errors = cloud.provider.list_instances_partial({"project": "pl"})
+    assert errors == {} and ids(found) == set(seeded) == ids(cloud.provider.list_instances({"project": "pl"}))
+
+
 def test_many_instances_cross_page_boundaries(cloud):
     a, b = cloud.places
     # Several separate creations (several EC2 reservations) with small pages on aws and gcp.

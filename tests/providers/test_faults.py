@@ -183,6 +183,26 @@ def test_aws_throttling_is_retried_by_botocore(throttling_moto):
     assert throttling_moto.throttled == 1 + 2  # both attempts were throttled
 
 
+def test_aws_a_failing_region_is_reported_not_hidden(throttling_moto):
+    import boto3
+
+    from launcher.providers.aws import AwsProvider
+
+    boto3.client("ec2", region_name="us-west-2").run_instances(
+        ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in MANAGED.items()]}],
+    )
+    p = AwsProvider(regions=["us-east-1", "us-west-2"], endpoint_url=throttling_moto.url, retry_mode="standard",
+                    max_attempts=1, max_workers=1)  # one worker: us-east-1 is asked first and throttled
+    throttling_moto.throttle_next = 1
+    found, errors = p.list_instances_partial()
+    assert [i.region for i in found] == ["us-west-2"]
+    assert list(errors) == ["us-east-1"] and "RequestLimitExceeded" in errors["us-east-1"]
+    throttling_moto.throttle_next = 1
+    with pytest.raises(ProviderError, match="1 region"):
+        p.list_instances()
+
+
 def test_aws_unreachable_endpoint_is_one_provider_error(monkeypatch):
     from tests.conftest import free_port
 
