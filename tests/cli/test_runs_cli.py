@@ -93,7 +93,7 @@ def test_down_by_cluster_name_and_unknown_target(tmp_path):
     run_id = runs_json()[0]["run_id"]
     cluster = f"{run_id}-c1"
     r = run_cli("down", cluster)
-    assert r.returncode == 0 and "already ended" in r.stderr
+    assert r.returncode == 0 and f"cluster {cluster} already terminated" in r.stderr
     bad = run_cli("down", "no-such-thing")
     assert bad.returncode == 7 and "no run or cluster named 'no-such-thing'" in bad.stderr
 
