@@ -97,6 +97,7 @@ class AwsProvider(Provider):
         self.retry_mode = retry_mode
         self.max_attempts = max_attempts
         self.page_size = page_size  # EC2 MaxResults (5..1000), counted in reservations
+        self.max_queries_per_call = _MAX_QUERIES
         self.clock = clock or (lambda: datetime.now(UTC))
         self._session = session
         self._clients: dict[tuple[str, str], Any] = {}
@@ -351,8 +352,9 @@ class AwsProvider(Provider):
                 queries.append(_metric_query(qid, GPU_NAMESPACE, GPU_METRIC, dims, period))
                 owner[qid] = (inst.instance_id, "gpu")
         values: dict[str, list[float]] = {q["Id"]: [] for q in queries}
-        for i in range(0, len(queries), _MAX_QUERIES):
-            batch = queries[i : i + _MAX_QUERIES]
+        step = self.max_queries_per_call
+        for i in range(0, len(queries), step):
+            batch = queries[i : i + step]
             kwargs = {"MetricDataQueries": batch, "StartTime": start, "EndTime": end}
             self._api(lambda: _collect_metric_data(cw, kwargs, values))
         out: dict[str, IdleSignals] = {}

@@ -218,3 +218,19 @@ def test_aws_unreachable_endpoint_is_one_provider_error(monkeypatch):
 def test_registry_knows_the_cloud_providers():
     assert {"aws", "gcp", "fake"} <= set(registry.names())
     assert registry.get("fake").name == "fake"
+
+
+def test_aws_idle_signals_batch_across_several_get_metric_data_calls(aws_env):
+    from launcher.providers.aws import AwsProvider
+    from tests.providers.conftest import AwsHarness
+
+    p = AwsProvider(regions=["us-east-1"])
+    p.max_queries_per_call = 2  # force several GetMetricData calls (500 in production)
+    h = AwsHarness("aws", p, ("us-east-1", "us-west-2"))
+    iids = h.seed("us-east-1", 3, MANAGED)
+    for n, iid in enumerate(iids):
+        h.set_utilization("us-east-1", iid, 10.0 * (n + 1), 5.0 * (n + 1))
+    got = p.idle_signals_many(p.list_instances(), 60)
+    assert {iid: (s.gpu_utilization_pct, s.cpu_utilization_pct) for iid, s in got.items()} == {
+        iid: (pytest.approx(10.0 * (n + 1)), pytest.approx(5.0 * (n + 1))) for n, iid in enumerate(iids)
+    }
