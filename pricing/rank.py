@@ -226,23 +226,22 @@ def _filter(offers: pd.DataFrame, q: OfferQuery) -> tuple[pd.DataFrame, dict[str
     ):
         if minimum is not None:
             mask &= np.nan_to_num(offers[col].to_numpy(dtype="float64"), nan=-1.0) >= minimum
-    df = offers[mask]
     if q.exclude_regions:
-        excl = fr.isin(df["region"], q.exclude_regions)
+        excl = mask & fr.isin(offers["region"], q.exclude_regions)
         _count(dropped, "in an excluded region", excl)
-        df = df[~excl]
-    price = df["price_usd_per_hour"].to_numpy(dtype="float64")
-    bad_price = ~(price > 0)  # NaN or <= 0
+        mask &= ~excl
+    price = offers["price_usd_per_hour"].to_numpy(dtype="float64")
+    bad_price = mask & ~(price > 0)  # NaN or <= 0
     _count(dropped, "no usable price", bad_price)
-    od = df["on_demand_price_usd_per_hour"].to_numpy(dtype="float64")
-    spot_not_cheaper = df["spot"].to_numpy() & (price >= od)  # NaN on-demand compares False: kept
+    od = offers["on_demand_price_usd_per_hour"].to_numpy(dtype="float64")
+    spot_not_cheaper = mask & offers["spot"].to_numpy() & (price >= od)  # NaN on-demand compares False: kept
     _count(dropped, "spot price not below on-demand (take the on-demand offer)", spot_not_cheaper)
-    keep = ~(bad_price | spot_not_cheaper)
+    mask &= ~(bad_price | spot_not_cheaper)
     if q.max_price_usd_per_hour is not None:
-        over = keep & (price > q.max_price_usd_per_hour)
+        over = mask & (price > q.max_price_usd_per_hour)
         _count(dropped, f"above max price ${q.max_price_usd_per_hour:g}/h", over)
-        keep &= ~over
-    return df[keep], dropped
+        mask &= ~over
+    return offers[mask], dropped
 
 
 def _count(dropped: dict[str, int], reason: str, mask: np.ndarray) -> None:
@@ -283,7 +282,7 @@ def _no_offer_hint(dropped: dict[str, int]) -> str:
 
 
 def _to_scored(df: pd.DataFrame) -> list[ScoredOffer]:
-    cols = {c: df[c].astype(object).tolist() if isinstance(df[c].dtype, pd.CategoricalDtype) else df[c].tolist() for c in df.columns}
+    cols = {c: _column_values(df[c]) for c in df.columns}
     out = []
     for i in range(len(df)):
         zone = cols["zone"][i]
@@ -321,6 +320,15 @@ def _to_scored(df: pd.DataFrame) -> list[ScoredOffer]:
             )
         )
     return out
+
+
+def _column_values(s: pd.Series) -> list:
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes = s.cat.codes.to_numpy()
+        used = np.unique(codes[codes >= 0])
+        names = dict(zip(used.tolist(), s.cat.categories.take(used).tolist(), strict=True))
+        return [names.get(c) for c in codes.tolist()]
+    return s.tolist()
 
 
 def _isna(v) -> bool:
