@@ -41,7 +41,13 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from launcher.checkpoint import CHECKPOINT_DIR_ENV, PREEMPTED_EXIT_CODE, CheckpointStore, notice  # noqa: E402
+from launcher.checkpoint import (  # noqa: E402
+    CHECKPOINT_DIR_ENV,
+    PREEMPTED_EXIT_CODE,
+    CheckpointStore,
+    LoadedCheckpoint,
+    notice,
+)
 from launcher.checkpoint.torch_state import (  # noqa: E402
     capture_rng_state,
     read_training_state,
@@ -164,6 +170,13 @@ def augment(x: torch.Tensor) -> torch.Tensor:
     return x + torch.from_numpy(noise).to(x.device)
 
 
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    # Written out with one_hot: nll_loss has no deterministic CUDA kernel, so
+    # F.cross_entropy raises on the GPU under torch.use_deterministic_algorithms(True).
+    log_probs = F.log_softmax(logits, dim=1)
+    return -(log_probs * F.one_hot(target, log_probs.shape[1]).to(log_probs.dtype)).sum(dim=1).mean()
+
+
 @torch.no_grad()
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     was_training = model.training
@@ -213,9 +226,10 @@ def main(argv: list[str] | None = None) -> int:
 
         ddp = DistributedDataParallel(model, device_ids=[device.index] if use_cuda else None)
 
-    store = CheckpointStore(args.checkpoint_dir, keep_last=args.keep_last) if args.checkpoint_dir else None
+    # Only rank 0 touches the store; the others get the checkpoint's bytes from it.
+    store = CheckpointStore(args.checkpoint_dir, keep_last=args.keep_last) if args.checkpoint_dir and is_main else None
     step, epoch, batch = 0, 0, 0
-    if store is not None:
+    if args.checkpoint_dir:
         loaded = resume(store, world, rank)
         if loaded is not None:
             tensors, progress = read_training_state(loaded, map_location=device)
@@ -226,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"this run has {config}; use another --checkpoint-dir",
                         file=sys.stderr,
                     )
+                shutdown(world)
                 return BAD_INPUT_EXIT_CODE
             model.load_state_dict(tensors["model"])
             optimizer.load_state_dict(tensors["optimizer"])
@@ -271,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         while batch < steps_per_epoch and step < total_steps:
             started = time.monotonic()
             idx = order[batch * args.batch_size : (batch + 1) * args.batch_size].to(device)
-            loss = F.cross_entropy(ddp(augment(x_train[idx])), y_train[idx])
+            loss = cross_entropy(ddp(augment(x_train[idx])), y_train[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -313,19 +328,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def resume(store: CheckpointStore, world: int, rank: int):
-    """Rank 0 picks (and repairs) the latest valid checkpoint; the others load the same one."""
+def resume(store: CheckpointStore | None, world: int, rank: int) -> LoadedCheckpoint | None:
+    """Rank 0 restores (and repairs) the latest valid checkpoint and sends its bytes to the
+    other ranks, so only rank 0 needs to reach the store."""
+    loaded = store.restore() if rank == 0 else None
     if world <= 1:
-        return store.restore()
-    chosen = [None]
-    loaded = None
-    if rank == 0:
-        loaded = store.restore()
-        chosen = [loaded.checkpoint.checkpoint_id if loaded else None]
-    dist.broadcast_object_list(chosen, src=0)
-    if rank != 0 and chosen[0] is not None:
-        loaded = store.load(chosen[0])
-    return loaded
+        return loaded
+    box = [loaded]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def shutdown(world: int) -> None:

@@ -22,7 +22,22 @@ STEPS = 2 * ((1437 // 2) // 32)
 
 def run_pair(ckpt: Path | None, stop_rank1_at: int | None = None) -> tuple[list[int], list[str], list[dict]]:
     """Start ranks 0 and 1 like the local executor does (SkyPilot env vars); return their exit
-    codes, last lines, and rank 0's events."""
+    codes, last lines, and rank 0's events. Retried once if the rendezvous port was taken by
+    another process between choosing it and binding it (a race of the test, not of train.py)."""
+    for attempt in (1, 2):
+        try:
+            return _run_pair_once(ckpt, stop_rank1_at)
+        except PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(Exception):
+    pass
+
+
+def _run_pair_once(ckpt: Path | None, stop_rank1_at: int | None) -> tuple[list[int], list[str], list[dict]]:
     port = str(free_port())
     procs = []
     for rank in (0, 1):
@@ -41,11 +56,16 @@ def run_pair(ckpt: Path | None, stop_rank1_at: int | None = None) -> tuple[list[
             if stop_rank1_at is not None and not sent and step >= stop_rank1_at:
                 procs[1].send_signal(signal.SIGTERM)
                 sent = True
-    out1, err1 = procs[1].communicate(timeout=120)
-    lines[1] = out1.strip().splitlines()[-1] if out1.strip() else ""
-    codes = [procs[0].wait(timeout=120), procs[1].returncode]
+    rc0 = procs[0].wait(timeout=120)
     err0 = procs[0].stderr.read()
     procs[0].stderr.close()
+    if rc0 not in (0, PREEMPTED_EXIT_CODE):
+        procs[1].kill()  # it would wait for its dead peer until the rendezvous timeout
+    out1, err1 = procs[1].communicate(timeout=120)
+    if rc0 not in (0, PREEMPTED_EXIT_CODE) and "address already in use" in err0.lower():
+        raise PortTaken(err0[-500:])
+    lines[1] = out1.strip().splitlines()[-1] if out1.strip() else ""
+    codes = [rc0, procs[1].returncode]
     assert set(codes) <= {0, PREEMPTED_EXIT_CODE}, (codes, err0[-2000:], err1[-2000:])
     return codes, lines, events
 
