@@ -6,6 +6,7 @@ when it is set, so S3-compatible servers (moto, MinIO) work.
 
 from __future__ import annotations
 
+import io
 import os
 
 from launcher.checkpoint.storage import Storage, join_key
@@ -20,17 +21,20 @@ class S3Storage(Storage):
         self._client = client or _make_client()
 
     def put(self, key: str, data: bytes) -> None:
+        # Managed transfer: multipart for large objects, which S3 still publishes atomically
+        # (the object appears only when the upload completes).
         try:
-            self._client.put_object(Bucket=self.bucket, Key=join_key(self.prefix, key), Body=data)
+            self._client.upload_fileobj(io.BytesIO(data), self.bucket, join_key(self.prefix, key))
         except Exception as exc:  # botocore raises many types; one readable error
             raise ProviderError(f"S3 put {self.url}/{key} failed: {exc}") from exc
 
     def get(self, key: str) -> bytes:
         from botocore.exceptions import ClientError
 
+        buf = io.BytesIO()
         try:
-            obj = self._client.get_object(Bucket=self.bucket, Key=join_key(self.prefix, key))
-            return obj["Body"].read()
+            self._client.download_fileobj(self.bucket, join_key(self.prefix, key), buf)
+            return buf.getvalue()
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
                 raise FileNotFoundError(f"{self.url}/{key}") from exc

@@ -13,7 +13,7 @@ from launcher.checkpoint import CheckpointStore
 
 from tests.checkpoint.saver_loop import content
 
-ITERATIONS = 40
+ITERATIONS = 32
 
 
 def test_kill_dash_9_during_saves_never_leaves_an_unloadable_store(tmp_path):
