@@ -341,13 +341,14 @@ class AwsProvider(Provider):
 
     def _idle_region(self, region, insts, start, end, period) -> dict[str, IdleSignals]:
         cw = self.client("cloudwatch", region)
+        gpu_series = self._gpu_series(cw, {i.instance_id for i in insts})
         queries: list[dict] = []
         owner: dict[str, tuple[str, str]] = {}  # query id -> (instance id, "cpu"|"gpu")
         for n, inst in enumerate(insts):
             qid = f"c{n}"
             queries.append(_metric_query(qid, CPU_NAMESPACE, CPU_METRIC, [("InstanceId", inst.instance_id)], period))
             owner[qid] = (inst.instance_id, "cpu")
-            for m, dims in enumerate(self._gpu_series(cw, inst.instance_id)):
+            for m, dims in enumerate(gpu_series.get(inst.instance_id, ())):
                 qid = f"g{n}_{m}"
                 queries.append(_metric_query(qid, GPU_NAMESPACE, GPU_METRIC, dims, period))
                 owner[qid] = (inst.instance_id, "gpu")
@@ -357,30 +358,47 @@ class AwsProvider(Provider):
             batch = queries[i : i + step]
             kwargs = {"MetricDataQueries": batch, "StartTime": start, "EndTime": end}
             self._api(lambda: _collect_metric_data(cw, kwargs, values))
+        cpu: dict[str, list[float]] = {}
+        gpu: dict[str, list[list[float]]] = {}
+        for qid, vs in values.items():
+            iid, kind = owner[qid]
+            if kind == "cpu":
+                cpu.setdefault(iid, []).extend(vs)
+            else:
+                gpu.setdefault(iid, []).append(vs)
         out: dict[str, IdleSignals] = {}
         for inst in insts:
-            cpu = [v for q, vs in values.items() if owner[q] == (inst.instance_id, "cpu") for v in vs]
-            gpu_avgs = [
-                sum(vs) / len(vs) for q, vs in values.items() if owner[q] == (inst.instance_id, "gpu") and vs
-            ]
-            gpu_samples = sum(len(vs) for q, vs in values.items() if owner[q] == (inst.instance_id, "gpu"))
+            c = cpu.get(inst.instance_id, [])
+            series = gpu.get(inst.instance_id, [])
+            gpu_avgs = [sum(vs) / len(vs) for vs in series if vs]
             out[inst.instance_id] = IdleSignals(
                 gpu_utilization_pct=max(gpu_avgs) if gpu_avgs else None,
-                cpu_utilization_pct=sum(cpu) / len(cpu) if cpu else None,
-                samples=len(cpu) + gpu_samples,
+                cpu_utilization_pct=sum(c) / len(c) if c else None,
+                samples=len(c) + sum(len(vs) for vs in series),
             )
         return out
 
-    def _gpu_series(self, cw, instance_id: str) -> list[list[tuple[str, str]]]:
-        """Dimension sets of the agent's GPU series for this instance (one per GPU)."""
-        resp = self._api(
-            lambda: cw.list_metrics(
-                Namespace=GPU_NAMESPACE,
-                MetricName=GPU_METRIC,
-                Dimensions=[{"Name": "InstanceId", "Value": instance_id}],
-            )
-        )
-        return [[(d["Name"], d["Value"]) for d in m["Dimensions"]] for m in resp.get("Metrics", [])]
+    def _gpu_series(self, cw, instance_ids: set[str]) -> dict[str, list[list[tuple[str, str]]]]:
+        """Dimension sets of the agent's GPU series (one per GPU) for these instances: one paged
+        ListMetrics per region rather than one call per instance."""
+        out: dict[str, list[list[tuple[str, str]]]] = {}
+
+        def pages() -> None:
+            kwargs = {"Namespace": GPU_NAMESPACE, "MetricName": GPU_METRIC}
+            while True:
+                resp = cw.list_metrics(**kwargs)
+                for m in resp.get("Metrics", []):
+                    dims = [(d["Name"], d["Value"]) for d in m["Dimensions"]]
+                    iid = dict(dims).get("InstanceId")
+                    if iid in instance_ids:
+                        out.setdefault(iid, []).append(dims)
+                token = resp.get("NextToken")
+                if not token:
+                    return
+                kwargs["NextToken"] = token
+
+        self._api(pages)
+        return out
 
 
 def _metric_query(qid: str, namespace: str, metric: str, dims: list[tuple[str, str]], period: int) -> dict:

@@ -104,8 +104,15 @@ def run_pass(
         report = ReapReport(pass_id=f"reap-{now.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}", dry_run=dry_run)
         retry_kwargs = {"sleep": sleep} if sleep else {}
         for name, provider in providers.items():
+            failed_regions: set[str] = set()
             try:
-                instances = with_retries(provider.list_instances, **retry_kwargs)
+                partial = getattr(provider, "list_instances_partial", None)
+                if partial is not None:  # one failing region must not hide the others
+                    instances, region_errors = with_retries(partial, **retry_kwargs)
+                    failed_regions = set(region_errors)
+                    report.errors += [f"{name}/{r}: listing failed: {err}" for r, err in sorted(region_errors.items())]
+                else:
+                    instances = with_retries(provider.list_instances, **retry_kwargs)
             except Exception as e:  # noqa: BLE001 - reported, the pass goes on
                 report.errors.append(f"{name}: listing failed: {e}")
                 continue
@@ -126,6 +133,8 @@ def run_pass(
             for c in clusters.values():
                 if project and c.project != project:
                     continue
+                if c.region in failed_regions or (c.zone and c.zone in failed_regions):
+                    continue  # not listed is not gone: never destroy on a failed listing
                 gone = _orphan_stack_outcome(c, listed, provider, ledger, now, dry_run, destroy_stack, report.pass_id)
                 if gone is not None:
                     report.outcomes.append(gone)

@@ -169,3 +169,47 @@ def test_project_filter_limits_the_pass(world):
     with Ledger() as led:
         rep = run_pass(POLICY, {"fake": fake}, led, now=T0, project="nlp", sleep=lambda s: None)
     assert [o.instance_id for o in rep.outcomes] == [other]
+
+
+class RegionDown(FakeProvider):
+    """us-west-2's API is failing: its instances are not listed, the others are."""
+
+    def list_instances_partial(self, tag_filter=None):
+        found = [i for i in self.list_instances(tag_filter) if i.region != "us-west-2"]
+        return found, {"us-west-2": "RequestLimitExceeded (after retries)"}
+
+
+def test_a_failed_region_listing_never_counts_as_instances_gone():
+    from launcher.ledger import ClusterRecord
+
+    fake = RegionDown(clock=lambda: T0)
+    west = fake.add_instance("us-west-2", tags={**MANAGED, "cluster": "c-west"})
+    with Ledger() as led:
+        led.upsert_cluster(ClusterRecord(name="c-west", provider="fake", region="us-west-2", state="up", project="vision", stack="vision.c-west", nodes=[{"instance_id": west}]))
+        destroyed: list = []
+        rep = run_pass(POLICY, {"fake": fake}, led, now=T0, sleep=lambda s: None, destroy_stack=lambda p, c: destroyed.append((p, c)))
+        assert destroyed == []
+        assert led.get_cluster("c-west").state == "up"
+        assert any("us-west-2" in e for e in rep.errors)
+        # once the region answers again and the instance is really gone, the stack is cleaned up
+        fake.terminate_instance("us-west-2", west)
+        rep2 = run_pass(POLICY, {"fake": _Healthy(fake)}, led, now=T0, sleep=lambda s: None, destroy_stack=lambda p, c: destroyed.append((p, c)))
+        assert destroyed == [("vision", "c-west")]
+        assert led.get_cluster("c-west").state == "terminated"
+        assert [o.action for o in rep2.outcomes] == ["destroy-stack"]
+
+
+class _Healthy:
+    """The same fake, with its region back."""
+
+    def __init__(self, fake):
+        self._f = fake
+        self.name = fake.name
+
+    def list_instances(self, tag_filter=None):
+        return self._f.list_instances(tag_filter)
+
+    def __getattr__(self, item):
+        if item == "list_instances_partial":
+            raise AttributeError(item)
+        return getattr(self._f, item)
