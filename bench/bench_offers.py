@@ -35,11 +35,21 @@ SLICES = REPO.parent / "shared" / "data" / "catalog"
 SNAPSHOT = REPO / "pricing" / "snapshot"
 BIN = Path(sys.executable).parent
 CLOUD_SHARE = {"aws": 0.45, "gcp": 0.25, "azure": 0.15, "lambda": 0.05, "runpod": 0.10}
-CPU_TYPES = {
-    "aws": [f"{fam}.{size}" for fam in ("m5", "m6i", "c5", "c6i", "r5", "r6i", "m7i", "c7i") for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge")],
-    "gcp": [f"{fam}-{kind}-{n}" for fam in ("n1", "n2", "e2") for kind in ("standard", "highmem", "highcpu") for n in (2, 4, 8, 16, 32, 64)],
-    "azure": [f"Standard_D{n}s_v5" for n in (2, 4, 8, 16, 32, 48, 64, 96)] + [f"Standard_E{n}s_v5" for n in (2, 4, 8, 16, 32, 48, 64, 96)],
-}  # fmt: skip
+CPU_TYPES: dict[str, list[str]] = {
+    "aws": [
+        f"{fam}.{size}"
+        for fam in ("m5", "m6i", "c5", "c6i", "r5", "r6i", "m7i", "c7i")
+        for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge")
+    ],
+    "gcp": [
+        f"{fam}-{kind}-{n}"
+        for fam in ("n1", "n2", "e2")
+        for kind in ("standard", "highmem", "highcpu")
+        for n in (2, 4, 8, 16, 32, 64)
+    ],
+    "azure": [f"Standard_D{n}s_v5" for n in (2, 4, 8, 16, 32, 48, 64, 96)]
+    + [f"Standard_E{n}s_v5" for n in (2, 4, 8, 16, 32, 48, 64, 96)],
+}
 
 
 def source_frames() -> dict[str, pd.DataFrame]:
@@ -124,7 +134,7 @@ def child_cpu_s() -> float:
 
 def load_note() -> str:
     try:
-        return "load average %.1f %.1f %.1f" % os.getloadavg()
+        return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
     except OSError:
         return ""
 
@@ -155,7 +165,15 @@ def bench_rank(catalog_dir: Path, home: Path, reps: int) -> dict[str, float]:
         explain_offers(cat, q, limit=20)
         cpu.append(time.process_time() - c0)
     matched = explain_offers(cat, q, limit=1).matched
-    return {"rows": len(cat.offers), "parse_s": parse_s, "cached_load_s": cached_s, "rank_top20_s": top, "rank_top20_cpu_s": statistics.median(cpu), "rank_all_s": every, "matched": matched}
+    return {
+        "rows": len(cat.offers),
+        "parse_s": parse_s,
+        "cached_load_s": cached_s,
+        "rank_top20_s": top,
+        "rank_top20_cpu_s": statistics.median(cpu),
+        "rank_all_s": every,
+        "matched": matched,
+    }
 
 
 def bench_offers_cli(catalog_dir: Path, home: Path, reps: int) -> dict[str, float]:
@@ -253,7 +271,9 @@ def main() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"offers benchmark ({os.cpu_count()} CPUs, {sum(counts.values()):,} vms.csv rows, {r['rows']:,} offers)")
+    t = Table(
+        title=f"offers benchmark ({os.cpu_count()} CPUs, {sum(counts.values()):,} vms.csv rows, {r['rows']:,} offers)"
+    )
     for col in ("what", "time", "target", "note"):
         t.add_column(col)
     t.add_row("parse catalog (cold, in process)", f"{r['parse_s'] * 1000:.0f} ms", "", "once per change of the files")
@@ -280,7 +300,12 @@ def main() -> int:
             f"min {s['min_s']:.3f}, max {s['max_s']:.3f}; CLI CPU {s['cpu_s']:.3f} s",
         )
         t.add_row("ratio sky / launcher", f"{s['median_s'] / c['median_s']:.1f}x", "", "end to end, same catalog")
-        t.add_row("ratio (sky incl. api start) / launcher", f"{(s['median_s'] + s['api_start_s']) / c['median_s']:.1f}x", "", "first use")
+        t.add_row(
+            "ratio (sky incl. api start) / launcher",
+            f"{(s['median_s'] + s['api_start_s']) / c['median_s']:.1f}x",
+            "",
+            "first use",
+        )
     elif s:
         t.add_row("sky gpus list H100:8", "-", "", str(s.get("error")))
     Console(width=140).print(t)

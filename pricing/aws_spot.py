@@ -106,5 +106,9 @@ def refresh_spot_overlay(
         }
         atomic_write_text(out.with_suffix(".meta.json"), json.dumps(meta, indent=2) + "\n")
     return FetchResult(
-        "aws-spot-prices", True, endpoint_url or "ec2", f"{len(df)} prices in {len(regions)} regions", fetched_at=fetched_at
+        "aws-spot-prices",
+        True,
+        endpoint_url or "ec2",
+        f"{len(df)} prices in {len(regions)} regions",
+        fetched_at=fetched_at,
     )

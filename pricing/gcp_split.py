@@ -15,18 +15,26 @@ import pandas as pd
 
 # Same pairing as SkyPilot's gcp_catalog (_ACC_INSTANCE_TYPE_DICTS): accelerator -> count -> hosts.
 GCP_HOSTS: dict[str, dict[int, tuple[str, ...]]] = {
-    "A100": {1: ("a2-highgpu-1g",), 2: ("a2-highgpu-2g",), 4: ("a2-highgpu-4g",), 8: ("a2-highgpu-8g",), 16: ("a2-megagpu-16g",)},
+    "A100": {
+        1: ("a2-highgpu-1g",),
+        2: ("a2-highgpu-2g",),
+        4: ("a2-highgpu-4g",),
+        8: ("a2-highgpu-8g",),
+        16: ("a2-megagpu-16g",),
+    },
     "A100-80GB": {1: ("a2-ultragpu-1g",), 2: ("a2-ultragpu-2g",), 4: ("a2-ultragpu-4g",), 8: ("a2-ultragpu-8g",)},
     "L4": {
         1: ("g2-standard-4", "g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-32"),
-        2: ("g2-standard-24",), 4: ("g2-standard-48",), 8: ("g2-standard-96",),
+        2: ("g2-standard-24",),
+        4: ("g2-standard-48",),
+        8: ("g2-standard-96",),
     },
     "H100": {1: ("a3-highgpu-1g",), 2: ("a3-highgpu-2g",), 4: ("a3-highgpu-4g",), 8: ("a3-highgpu-8g",)},
     "H100-MEGA": {8: ("a3-megagpu-8g",)},
     "H200": {8: ("a3-ultragpu-8g",)},
     "B200": {8: ("a4-highgpu-8g",)},
     "RTXPRO6000": {1: ("g4-standard-48",), 2: ("g4-standard-96",), 4: ("g4-standard-192",), 8: ("g4-standard-384",)},
-}  # fmt: skip
+}
 
 # GPUs attached to N1 hosts: count -> default host vCPUs (SkyPilot's _NUM_ACC_TO_NUM_CPU).
 N1_DEFAULT_VCPUS: dict[str, dict[int, int]] = {
@@ -92,7 +100,8 @@ def _join_n1_hosts(accel: pd.DataFrame, vms: pd.DataFrame) -> pd.DataFrame:
     if n1.empty or acc.empty:
         return accel.iloc[0:0]
     acc["min_vcpus"] = [
-        N1_DEFAULT_VCPUS[a].get(int(c), np.nan) for a, c in zip(acc["accelerator"], acc["accelerator_count"], strict=True)
+        N1_DEFAULT_VCPUS[a].get(int(c), np.nan)
+        for a, c in zip(acc["accelerator"], acc["accelerator_count"], strict=True)
     ]
     acc = acc[acc["min_vcpus"].notna()]
     acc["_row"] = np.arange(len(acc))

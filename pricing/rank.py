@@ -185,7 +185,8 @@ def _validate(catalog: Catalog, query: OfferQuery) -> None:
 
             if c in SUPPORTED_CLOUDS:
                 raise BadInputError(
-                    f"no {c} catalog is loaded", hint=f"run `launcher catalog refresh --clouds {c}` or use --catalog-dir"
+                    f"no {c} catalog is loaded",
+                    hint=f"run `launcher catalog refresh --clouds {c}` or use --catalog-dir",
                 )
             raise UnknownNameError("cloud", c, catalog.sources, extra=" (not in the loaded catalog)")
     wanted = (*(query.regions or ()), *query.exclude_regions)

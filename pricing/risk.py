@@ -152,8 +152,10 @@ def load_risk_model(*, cache_dir: Path | None = None, risk_file: Path | None = N
     advisor_path, source = SNAPSHOT_ADVISOR, "snapshot"
     if cache_dir is not None and (cache_dir / "aws" / "spot_advisor.csv").is_file():
         advisor_path, source = cache_dir / "aws" / "spot_advisor.csv", "cache"
-    advisor = read_advisor_table(advisor_path) if advisor_path.is_file() else pd.DataFrame(
-        {"region": [], "instance_type": [], "band": []}
+    advisor = (
+        read_advisor_table(advisor_path)
+        if advisor_path.is_file()
+        else pd.DataFrame({"region": [], "instance_type": [], "band": []})
     )
     defaults = dict(CLOUD_DEFAULTS)
     overrides: tuple[RiskOverride, ...] = ()

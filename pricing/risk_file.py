@@ -1,10 +1,10 @@
 """The user's risk overrides, `$LAUNCHER_HOME/risk.yaml`, validated with pydantic.
 
-    defaults:                       # per cloud; give a rate or a monthly fraction
-      gcp: {hazard_per_hour: 0.01}
-      azure: {monthly_interruption_fraction: 0.10}
-    overrides:                      # most specific wins (later entries win over earlier ones)
-      - {cloud: aws, region: us-east-1, instance_type: p5.48xlarge, hazard_per_hour: 0.05}
+defaults:                       # per cloud; give a rate or a monthly fraction
+  gcp: {hazard_per_hour: 0.01}
+  azure: {monthly_interruption_fraction: 0.10}
+overrides:                      # most specific wins (later entries win over earlier ones)
+  - {cloud: aws, region: us-east-1, instance_type: p5.48xlarge, hazard_per_hour: 0.05}
 """
 
 from __future__ import annotations

@@ -98,9 +98,7 @@ class CloudCatalogStatus:
     spot_overlay: str | None  # fetched-at of live AWS spot prices in use, if any
 
 
-def catalog_status(
-    catalog_dir: Path | None, cache_dir: Path, now: datetime | None = None
-) -> list[CloudCatalogStatus]:
+def catalog_status(catalog_dir: Path | None, cache_dir: Path, now: datetime | None = None) -> list[CloudCatalogStatus]:
     """Source and age of each cloud's catalog as `load_catalog` would resolve it now."""
     now = now or datetime.now(UTC)
     out = []

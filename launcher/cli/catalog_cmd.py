@@ -9,23 +9,36 @@ import typer
 
 from launcher.cli.app import GLOBALS, app
 
-catalog_app = typer.Typer(help="Price catalogs: refresh the local cache, show where prices come from.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="Price catalogs: refresh the local cache, show where prices come from.", no_args_is_help=True
+)
 app.add_typer(catalog_app, name="catalog")
 
 
 @catalog_app.command("refresh")
 def refresh(
     url: str | None = typer.Option(
-        None, "--url", envvar="LAUNCHER_CATALOG_URL", help="Base URL holding <schema>/<cloud>/vms.csv (default: public SkyPilot catalog)."
+        None,
+        "--url",
+        envvar="LAUNCHER_CATALOG_URL",
+        help="Base URL holding <schema>/<cloud>/vms.csv (default: public SkyPilot catalog).",
     ),
     schema: str = typer.Option("v8", "--schema", help="Catalog schema folder (v7 or v8)."),
-    clouds: list[str] | None = typer.Option(None, "--clouds", help="Clouds to fetch (repeatable or comma list; default all)."),
-    advisor_url: str | None = typer.Option(None, "--advisor-url", help="AWS Spot Advisor feed URL (default: the public one)."),
+    clouds: list[str] | None = typer.Option(
+        None, "--clouds", help="Clouds to fetch (repeatable or comma list; default all)."
+    ),
+    advisor_url: str | None = typer.Option(
+        None, "--advisor-url", help="AWS Spot Advisor feed URL (default: the public one)."
+    ),
     no_advisor: bool = typer.Option(False, "--no-advisor", help="Do not fetch the AWS Spot Advisor feed."),
     aws_spot_prices: bool = typer.Option(
-        False, "--aws-spot-prices", help="Overlay live AWS spot prices (describe_spot_price_history; needs AWS credentials)."
+        False,
+        "--aws-spot-prices",
+        help="Overlay live AWS spot prices (describe_spot_price_history; needs AWS credentials).",
     ),
-    regions: list[str] | None = typer.Option(None, "--regions", help="Regions for --aws-spot-prices (default: AWS GPU regions in the catalog)."),
+    regions: list[str] | None = typer.Option(
+        None, "--regions", help="Regions for --aws-spot-prices (default: AWS GPU regions in the catalog)."
+    ),
     timeout_s: float = typer.Option(20.0, "--timeout", help="Seconds per request."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -98,7 +111,9 @@ def status(as_json: bool = typer.Option(False, "--json")) -> None:
 def _split(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
-    return [v.strip().lower() if v.strip().isalpha() else v.strip() for item in values for v in item.split(",") if v.strip()]
+    return [
+        v.strip().lower() if v.strip().isalpha() else v.strip() for item in values for v in item.split(",") if v.strip()
+    ]
 
 
 def _render(results, as_json: bool) -> None:
@@ -114,5 +129,8 @@ def _render(results, as_json: bool) -> None:
     print_table(
         None,
         ["catalog", "result", "detail", "url"],
-        [(r.name, "ok" if r.ok else ("FAILED, cached copy kept" if r.kept_cached else "FAILED"), r.detail, r.url) for r in results],
+        [
+            (r.name, "ok" if r.ok else ("FAILED, cached copy kept" if r.kept_cached else "FAILED"), r.detail, r.url)
+            for r in results
+        ],
     )

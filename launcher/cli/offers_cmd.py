@@ -37,7 +37,9 @@ def offers(
     checkpoint_minutes: float | None = typer.Option(
         None, "--checkpoint-minutes", help="Checkpoint interval; default: the Young/Daly optimum per offer."
     ),
-    checkpoint_cost_minutes: float = typer.Option(1.0, "--checkpoint-cost-minutes", help="Time to write one checkpoint."),
+    checkpoint_cost_minutes: float = typer.Option(
+        1.0, "--checkpoint-cost-minutes", help="Time to write one checkpoint."
+    ),
     restart_minutes: float = typer.Option(5.0, "--restart-minutes", help="Time to restart after an interruption."),
     limit: int | None = typer.Option(20, "--limit", help="Show the best N (0 = all)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (a list of offers, best first)."),

@@ -94,8 +94,14 @@ def _gcp(env: Mapping[str, str], home: Path) -> CredentialStatus:
 
 
 def _azure(env: Mapping[str, str], home: Path) -> CredentialStatus:
-    if env.get("AZURE_CLIENT_ID") and env.get("AZURE_TENANT_ID") and (
-        env.get("AZURE_CLIENT_SECRET") or env.get("AZURE_CLIENT_CERTIFICATE_PATH") or env.get("AZURE_FEDERATED_TOKEN_FILE")
+    if (
+        env.get("AZURE_CLIENT_ID")
+        and env.get("AZURE_TENANT_ID")
+        and (
+            env.get("AZURE_CLIENT_SECRET")
+            or env.get("AZURE_CLIENT_CERTIFICATE_PATH")
+            or env.get("AZURE_FEDERATED_TOKEN_FILE")
+        )
     ):
         return _found("azure", "AZURE_CLIENT_ID/AZURE_TENANT_ID service principal")
     azure_dir = _path(env, "AZURE_CONFIG_DIR", home / ".azure")

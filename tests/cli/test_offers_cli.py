@@ -29,11 +29,15 @@ def independent_a100x8_on_demand(catalog_dir):
             if r["AcceleratorName"] == "A100" and fnum(r["AcceleratorCount"]) == 8 and fnum(r["Price"]):
                 offers[(cloud, r["Region"], r.get("AvailabilityZone") or None, r["InstanceType"])] = float(r["Price"])
     gcp = raw_rows(catalog_dir / "gcp" / "vms.csv")
-    hosts = {r["AvailabilityZone"]: float(r["Price"]) for r in gcp if r["InstanceType"] == "a2-highgpu-8g" and r["Price"]}
+    hosts = {
+        r["AvailabilityZone"]: float(r["Price"]) for r in gcp if r["InstanceType"] == "a2-highgpu-8g" and r["Price"]
+    }
     for r in gcp:
         if not r["InstanceType"] and r["AcceleratorName"] == "A100" and r["AcceleratorCount"] == "8" and r["Price"]:
             if r["AvailabilityZone"] in hosts:
-                offers[("gcp", r["Region"], r["AvailabilityZone"], "a2-highgpu-8g")] = hosts[r["AvailabilityZone"]] + float(r["Price"])
+                offers[("gcp", r["Region"], r["AvailabilityZone"], "a2-highgpu-8g")] = hosts[
+                    r["AvailabilityZone"]
+                ] + float(r["Price"])
     return offers
 
 
@@ -49,7 +53,9 @@ def test_cheapest_a100x8_on_demand_is_first(slices):
     assert first["price_usd_per_hour"] == pytest.approx(cheapest)
     assert first["expected_cost_usd"] == pytest.approx(cheapest)  # 1 h, on-demand: no interruptions
     # the whole list is exactly the independent set, best first
-    assert {(o["cloud"], o["region"], o["zone"], o["instance_type"]): o["price_usd_per_hour"] for o in got} == pytest.approx(want)
+    assert {
+        (o["cloud"], o["region"], o["zone"], o["instance_type"]): o["price_usd_per_hour"] for o in got
+    } == pytest.approx(want)
     costs = [o["expected_cost_usd"] for o in got]
     assert costs == sorted(costs)
     assert {"gcp", "aws", "lambda"} <= {o["cloud"] for o in got}

@@ -79,15 +79,40 @@ def serve_layout(shared_data: Path, root: Path, schema: str = "v8") -> Path:
 
 def small_data(dest: Path) -> Path:
     """A tiny stand-in for ../shared/data (same file names and formats), for clones without it."""
-    head = ["InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone"]
+    head = [
+        "InstanceType",
+        "AcceleratorName",
+        "AcceleratorCount",
+        "vCPUs",
+        "MemoryGiB",
+        "GpuInfo",
+        "Price",
+        "SpotPrice",
+        "Region",
+        "AvailabilityZone",
+    ]
     cat = dest / "catalog"
-    write_csv(cat / "aws_vms_slice.csv", head, [["p5.48xlarge", "H100", "8.0", "192.0", "2048.0", "", "98.32", "30.1", "us-east-1", "use1-az1"]])
+    write_csv(
+        cat / "aws_vms_slice.csv",
+        head,
+        [["p5.48xlarge", "H100", "8.0", "192.0", "2048.0", "", "98.32", "30.1", "us-east-1", "use1-az1"]],
+    )
     write_csv(cat / "gcp_vms_slice.csv", head, [
         ["a2-highgpu-8g", "", "", "96.0", "680.0", "", "5.91582", "2.36604", "us-central1", "us-central1-a"],
         ["", "A100", "8", "", "", "", "23.47126", "9.1776", "us-central1", "us-central1-a"],
     ])  # fmt: skip
-    write_csv(cat / "lambda_vms_slice.csv", head[:8] + ["Region"], [["gpu_8x_a100", "A100", "8.0", "124.0", "1800.0", "", "10.32", "", "us-east-1"]], newline="\r\n")
-    write_csv(cat / "runpod_vms_slice.csv", head, [["8x_H100_SECURE", "H100", "8.0", "128.0", "640.0", "H100", "19.12", "", "CA", "CA-MTL-1"]], newline="\r\n")
+    write_csv(
+        cat / "lambda_vms_slice.csv",
+        head[:8] + ["Region"],
+        [["gpu_8x_a100", "A100", "8.0", "124.0", "1800.0", "", "10.32", "", "us-east-1"]],
+        newline="\r\n",
+    )
+    write_csv(
+        cat / "runpod_vms_slice.csv",
+        head,
+        [["8x_H100_SECURE", "H100", "8.0", "128.0", "640.0", "H100", "19.12", "", "CA", "CA-MTL-1"]],
+        newline="\r\n",
+    )
     feed = {"ranges": [], "spot_advisor": {"us-east-1": {"Linux": {"p5.48xlarge": {"r": 2, "s": 60}}}}}
     (dest / "spot-advisor-data.json").write_text(__import__("json").dumps(feed))
     return dest

@@ -54,8 +54,21 @@ def test_overlay_cli(aws_env, shared_data, tmp_path, launcher_home):
     cache = launcher_home / "catalogs"
     (cache / "aws").mkdir(parents=True)
     shutil.copyfile(shared_data / "catalog" / "aws_vms_slice.csv", cache / "aws" / "vms.csv")
-    p = run_cli("catalog", "refresh", "--clouds", "aws", "--url", "http://127.0.0.1:9/none", "--timeout", "2",
-                "--no-advisor", "--aws-spot-prices", "--regions", "us-east-1", "--json")
+    p = run_cli(
+        "catalog",
+        "refresh",
+        "--clouds",
+        "aws",
+        "--url",
+        "http://127.0.0.1:9/none",
+        "--timeout",
+        "2",
+        "--no-advisor",
+        "--aws-spot-prices",
+        "--regions",
+        "us-east-1",
+        "--json",
+    )
     # the catalog download fails (nothing listens on port 9) but the spot overlay works; exit 5 names aws
     assert p.returncode == 5, p.stderr
     assert "refresh failed for aws (cached copy kept)" in p.stderr

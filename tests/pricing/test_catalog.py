@@ -13,25 +13,47 @@ from pricing.catalog import clear_process_cache, load_catalog
 from tests.conftest import REPO
 from tests.pricing.helpers import raw_rows, write_csv
 
-HEADER = ["InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice", "Region", "AvailabilityZone"]
+HEADER = [
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "Price",
+    "SpotPrice",
+    "Region",
+    "AvailabilityZone",
+]
 
 
 def test_sources_catalog_dir_cache_snapshot(tmp_path):
     cache = tmp_path / "cache"
-    write_csv(cache / "lambda" / "vms.csv", HEADER, [["gpu_1x_h100", "H100", "1", "26", "200", "2.49", "", "us-east-1", ""]])
-    (cache / "lambda" / "meta.json").write_text(json.dumps({"fetched_at": "2026-11-29T10:00:00+00:00", "url": "http://x"}))
+    write_csv(
+        cache / "lambda" / "vms.csv", HEADER, [["gpu_1x_h100", "H100", "1", "26", "200", "2.49", "", "us-east-1", ""]]
+    )
+    (cache / "lambda" / "meta.json").write_text(
+        json.dumps({"fetched_at": "2026-11-29T10:00:00+00:00", "url": "http://x"})
+    )
     res = sources.resolve_sources(None, cache)
     assert res["lambda"].kind == "cache" and res["lambda"].as_of == "2026-11-29T10:00:00+00:00"
     assert res["aws"].kind == "snapshot" and res["aws"].as_of == "2026-11-30"
     d = tmp_path / "dir"
-    write_csv(d / "aws" / "vms.csv", HEADER, [["p5.48xlarge", "H100", "8", "192", "2048", "98.32", "", "us-east-1", "use1-az1"]])
+    write_csv(
+        d / "aws" / "vms.csv",
+        HEADER,
+        [["p5.48xlarge", "H100", "8", "192", "2048", "98.32", "", "us-east-1", "use1-az1"]],
+    )
     only = sources.resolve_sources(d, cache)
     assert list(only) == ["aws"] and only["aws"].kind == "catalog-dir"
 
 
 def test_parsed_cache_is_invalidated_by_file_change(tmp_path):
     d = tmp_path / "dir"
-    f = write_csv(d / "aws" / "vms.csv", HEADER, [["p5.48xlarge", "H100", "8", "192", "2048", "98.32", "", "us-east-1", "use1-az1"]])
+    f = write_csv(
+        d / "aws" / "vms.csv",
+        HEADER,
+        [["p5.48xlarge", "H100", "8", "192", "2048", "98.32", "", "us-east-1", "use1-az1"]],
+    )
     cache = tmp_path / "cache"
     first = load_catalog(d, cache_dir=cache)
     assert list(first.offers["price_usd_per_hour"]) == [98.32]
@@ -58,7 +80,9 @@ def test_snapshot_is_what_the_script_builds(shared_data, tmp_path):
     assert p.returncode == 0, p.stderr
     shipped = sources.SNAPSHOT_DIR
     for name in ("aws_vms.csv", "gcp_vms.csv", "lambda_vms.csv", "runpod_vms.csv", "aws_spot_advisor.csv"):
-        assert hashlib.sha256((out / name).read_bytes()).digest() == hashlib.sha256((shipped / name).read_bytes()).digest(), name
+        assert (
+            hashlib.sha256((out / name).read_bytes()).digest() == hashlib.sha256((shipped / name).read_bytes()).digest()
+        ), name
     meta = json.loads((shipped / "snapshot.json").read_text())
     assert meta["as_of"] == "2026-11-30"
     # GPU rows only: lambda's CPU type is gone, every row names an accelerator or is a GCP GPU host

@@ -48,9 +48,7 @@ def test_offer_price_is_host_plus_accelerators(gcp, shape):
     want = expected_offers(rows, acc, count)
     assert want, f"slice has no {acc}:{count} rows"
     got_df = offers[(offers["accelerator"] == acc) & (offers["accelerator_count"] == count)]
-    got = {
-        (r.region, r.zone, r.instance_type, bool(r.spot)): r.price_usd_per_hour for r in got_df.itertuples()
-    }
+    got = {(r.region, r.zone, r.instance_type, bool(r.spot)): r.price_usd_per_hour for r in got_df.itertuples()}
     assert got.keys() == want.keys()
     for k, v in want.items():
         assert got[k] == pytest.approx(v, rel=1e-12)
@@ -59,8 +57,10 @@ def test_offer_price_is_host_plus_accelerators(gcp, shape):
 def test_a100x8_us_central1_by_hand(gcp):
     _, offers = gcp
     row = offers[
-        (offers["accelerator"] == "A100") & (offers["accelerator_count"] == 8)
-        & (offers["zone"] == "us-central1-a") & ~offers["spot"]
+        (offers["accelerator"] == "A100")
+        & (offers["accelerator_count"] == 8)
+        & (offers["zone"] == "us-central1-a")
+        & ~offers["spot"]
     ].iloc[0]
     # a2-highgpu-8g 5.91582 + A100 x8 23.47126 (both read from the slice by eye)
     assert row["instance_type"] == "a2-highgpu-8g"
@@ -77,7 +77,18 @@ def test_hosts_are_not_offered_alone_and_orphans_dropped(gcp):
 
 
 def test_n1_hosts_for_t4(tmp_path):
-    header = ["InstanceType", "vCPUs", "MemoryGiB", "AcceleratorName", "AcceleratorCount", "GpuInfo", "Region", "AvailabilityZone", "Price", "SpotPrice"]
+    header = [
+        "InstanceType",
+        "vCPUs",
+        "MemoryGiB",
+        "AcceleratorName",
+        "AcceleratorCount",
+        "GpuInfo",
+        "Region",
+        "AvailabilityZone",
+        "Price",
+        "SpotPrice",
+    ]
     rows = [
         ["n1-standard-2", "2", "7.5", "", "", "", "us-east1", "us-east1-b", "0.09", "0.02"],
         ["n1-standard-4", "4", "15", "", "", "", "us-east1", "us-east1-b", "0.19", "0.04"],  # 15 < 4*4 GiB
@@ -91,4 +102,9 @@ def test_n1_hosts_for_t4(tmp_path):
     assert list(t4["instance_type"]) == ["n1-highmem-4", "n1-highmem-4"]
     assert list(t4["price_usd_per_hour"]) == pytest.approx([0.23 + 0.35, 0.05 + 0.14])
     # plain N1 VMs remain as CPU offers
-    assert set(offers[offers["accelerator"].isna()]["instance_type"]) == {"n1-standard-2", "n1-standard-4", "n1-highmem-4", "n1-highmem-8"}
+    assert set(offers[offers["accelerator"].isna()]["instance_type"]) == {
+        "n1-standard-2",
+        "n1-standard-4",
+        "n1-highmem-4",
+        "n1-highmem-8",
+    }

@@ -12,7 +12,18 @@ from pricing.models import GpuRequest, OfferQuery
 from pricing.rank import expected_time, explain_offers, rank_offers
 from tests.pricing.helpers import write_csv
 
-HEADER = ["InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone"]
+HEADER = [
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "GpuInfo",
+    "Price",
+    "SpotPrice",
+    "Region",
+    "AvailabilityZone",
+]
 
 
 def test_on_demand_is_just_the_work():
@@ -40,7 +51,10 @@ def test_young_daly_default_and_near_optimal():
     t = expected_time(lam, W, checkpoint_cost_hours=C, restart_hours=R)
     assert t.checkpoint_hours[0] == pytest.approx(math.sqrt(2 * C / lam))
     grid = np.linspace(0.2, 5, 400)
-    best = min(expected_time(lam, W, checkpoint_hours=g, checkpoint_cost_hours=C, restart_hours=R).expected_hours[0] for g in grid)
+    best = min(
+        expected_time(lam, W, checkpoint_hours=g, checkpoint_cost_hours=C, restart_hours=R).expected_hours[0]
+        for g in grid
+    )
     assert t.expected_hours[0] <= best * 1.01
 
 
@@ -106,7 +120,13 @@ def _key(s):
 
 
 def test_rank_h100x8_by_expected_cost(small_catalog):
-    q = OfferQuery(gpus=(GpuRequest("H100", 8),), work_hours=10, checkpoint_minutes=60, checkpoint_cost_minutes=6, restart_overhead_minutes=12)
+    q = OfferQuery(
+        gpus=(GpuRequest("H100", 8),),
+        work_hours=10,
+        checkpoint_minutes=60,
+        checkpoint_cost_minutes=6,
+        restart_overhead_minutes=12,
+    )
     rep = explain_offers(small_catalog, q)
     # spot at 30.0 with λ=0.1: E = 10*(10+0.2)*(e^{0.11}-1) = 11.8604 h -> $355.8
     e_spot = 10 * (10 + 0.2) * (math.exp(0.1 * 1.1) - 1)
@@ -145,7 +165,11 @@ def test_filters(small_catalog):
     assert not any(k[1] == "us-east-1" for k in keys(exclude_regions=("us-east-1",)))
     assert {k[3] for k in keys(min_gpu_memory_gib=600)} == {"p5.48xlarge", "8x_H100_SECURE", "8x_H100-SXM_SECURE"}
     assert {k[3] for k in keys(min_vcpus=150)} == {"p5.48xlarge"}
-    assert {k[3] for k in keys(min_memory_gib=1000, max_price_usd_per_hour=33)} == {"p4d.24xlarge", "8x_H100_SECURE", "p5.48xlarge"}
+    assert {k[3] for k in keys(min_memory_gib=1000, max_price_usd_per_hour=33)} == {
+        "p4d.24xlarge",
+        "8x_H100_SECURE",
+        "p5.48xlarge",
+    }
     assert keys(gpus=(GpuRequest("A100", 8), GpuRequest("A10G", 1)), spot=False) == {
         ("aws", "us-east-1", "use1-az1", "p4d.24xlarge", False),
         ("aws", "eu-west-1", "euw1-az1", "g5.xlarge", False),
@@ -190,7 +214,13 @@ def test_bad_queries(small_catalog, query, err, text):
 
 
 def test_deadline_drops_offers_expected_to_be_late(small_catalog):
-    base = dict(gpus=(GpuRequest("H100", 8),), work_hours=10, checkpoint_minutes=60, checkpoint_cost_minutes=6, restart_overhead_minutes=12)
+    base = dict(
+        gpus=(GpuRequest("H100", 8),),
+        work_hours=10,
+        checkpoint_minutes=60,
+        checkpoint_cost_minutes=6,
+        restart_overhead_minutes=12,
+    )
     rep = explain_offers(small_catalog, OfferQuery(**base, deadline_hours=11.5))
     # on-demand needs 11 h; the spot offer expects 11.86 h
     assert rep.offers and all(not s.offer.spot for s in rep.offers)

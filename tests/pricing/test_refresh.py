@@ -59,7 +59,9 @@ def test_network_failure_keeps_cached_copy(served, tmp_path):
     refresh_catalogs(base_url=srv.url + "/catalogs", cache_dir=cache, clouds=["aws", "gcp"], advisor_url=None)
     before = {c: (cache / c / "vms.csv").read_bytes() for c in ("aws", "gcp")}
     meta_before = (cache / "aws" / "meta.json").read_text()
-    res = refresh_catalogs(base_url=_closed_port_url(), cache_dir=cache, clouds=["aws", "gcp", "lambda"], advisor_url=None, timeout_s=2)
+    res = refresh_catalogs(
+        base_url=_closed_port_url(), cache_dir=cache, clouds=["aws", "gcp", "lambda"], advisor_url=None, timeout_s=2
+    )
     by = {r.name: r for r in res.results}
     assert not any(r.ok for r in res.results)
     assert by["aws"].kept_cached and by["gcp"].kept_cached and not by["lambda"].kept_cached
@@ -86,7 +88,9 @@ def test_every_request_times_out(data_dir, tmp_path):
         import time
 
         t0 = time.monotonic()
-        res = refresh_catalogs(base_url=srv.url + "/catalogs", cache_dir=tmp_path / "c", clouds=["aws"], advisor_url=None, timeout_s=0.3)
+        res = refresh_catalogs(
+            base_url=srv.url + "/catalogs", cache_dir=tmp_path / "c", clouds=["aws"], advisor_url=None, timeout_s=0.3
+        )
         assert time.monotonic() - t0 < 2.5
     assert not res.results[0].ok and "Timeout" in res.results[0].detail
 
@@ -101,7 +105,9 @@ def test_lock_held_is_conflict(tmp_path):
 def test_v7_schema_path(data_dir, tmp_path):
     root = serve_layout(data_dir, tmp_path / "www", schema="v7")
     with StaticServer(root) as srv:
-        res = refresh_catalogs(base_url=srv.url + "/catalogs", schema="v7", cache_dir=tmp_path / "c", clouds=["runpod"], advisor_url=None)
+        res = refresh_catalogs(
+            base_url=srv.url + "/catalogs", schema="v7", cache_dir=tmp_path / "c", clouds=["runpod"], advisor_url=None
+        )
     assert res.results[0].ok and res.results[0].url.endswith("/v7/runpod/vms.csv")
 
 

@@ -31,8 +31,14 @@ def test_derive_advisor_table_keeps_gpu_linux_rows():
     feed = {
         "ranges": [],
         "spot_advisor": {
-            "us-east-1": {"Linux": {"p5.48xlarge": {"r": 4, "s": 40}, "m5.large": {"r": 0, "s": 70}, "g5.xlarge": {"r": 1, "s": 60}},
-                          "Windows": {"p3.2xlarge": {"r": 2, "s": 1}}},
+            "us-east-1": {
+                "Linux": {
+                    "p5.48xlarge": {"r": 4, "s": 40},
+                    "m5.large": {"r": 0, "s": 70},
+                    "g5.xlarge": {"r": 1, "s": 60},
+                },
+                "Windows": {"p3.2xlarge": {"r": 2, "s": 1}},
+            },
         },
     }
     t = derive_advisor_table(feed)

@@ -9,7 +9,18 @@ from pricing.catalog import normalize_cloud
 from pricing.vms_csv import read_vms_csv
 from tests.pricing.helpers import fnum, raw_rows, write_csv
 
-V7_AWS = ["InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone"]
+V7_AWS = [
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "GpuInfo",
+    "Price",
+    "SpotPrice",
+    "Region",
+    "AvailabilityZone",
+]
 GPUINFO = "{'Gpus': [{'Name': 'A10G', 'Manufacturer': 'NVIDIA', 'Count': 4, 'MemoryInfo': {'SizeInMiB': 22888}}], 'TotalGpuMemoryInMiB': 91552}"
 ROW = ["g5.12xlarge", "A10G", "4.0", "48.0", "192.0", GPUINFO, "5.672", "2.1", "us-east-1", "use1-az1"]
 
@@ -17,7 +28,9 @@ ROW = ["g5.12xlarge", "A10G", "4.0", "48.0", "192.0", GPUINFO, "5.672", "2.1", "
 def test_column_order_and_crlf_do_not_matter(tmp_path):
     a = read_vms_csv(write_csv(tmp_path / "a.csv", V7_AWS, [ROW]))
     order = list(reversed(range(len(V7_AWS))))
-    b = read_vms_csv(write_csv(tmp_path / "b.csv", [V7_AWS[i] for i in order], [[ROW[i] for i in order]], newline="\r\n"))
+    b = read_vms_csv(
+        write_csv(tmp_path / "b.csv", [V7_AWS[i] for i in order], [[ROW[i] for i in order]], newline="\r\n")
+    )
     assert a.to_dict("records") == b.to_dict("records")
     rec = a.iloc[0]
     assert rec["instance_type"] == "g5.12xlarge" and rec["zone"] == "use1-az1"
@@ -27,7 +40,15 @@ def test_column_order_and_crlf_do_not_matter(tmp_path):
 
 
 def test_v8_extra_columns_are_ignored(tmp_path):
-    header = [*V7_AWS, "Arch", "LocalDiskType", "NVMeSupported", "LocalDiskSize", "LocalDiskCount", "MaximumEfaInterfaces"]
+    header = [
+        *V7_AWS,
+        "Arch",
+        "LocalDiskType",
+        "NVMeSupported",
+        "LocalDiskSize",
+        "LocalDiskCount",
+        "MaximumEfaInterfaces",
+    ]
     df = read_vms_csv(write_csv(tmp_path / "v8.csv", header, [[*ROW, "x86_64", "ssd", "True", "3800", "1", ""]]))
     assert list(df["instance_type"]) == ["g5.12xlarge"] and df.iloc[0]["price"] == 5.672
 
@@ -49,7 +70,9 @@ def test_empty_prices_give_no_offer_rows(tmp_path):
     ]
     raw = read_vms_csv(write_csv(tmp_path / "e.csv", V7_AWS, rows))
     offers = normalize_cloud("aws", raw)
-    got = sorted((z, s, p) for z, s, p in zip(offers["zone"], offers["spot"], offers["price_usd_per_hour"], strict=True))
+    got = sorted(
+        (z, s, p) for z, s, p in zip(offers["zone"], offers["spot"], offers["price_usd_per_hour"], strict=True)
+    )
     assert got == [("use1-az1", False, 1.0), ("use1-az2", True, 0.5), ("use1-az3", True, 0.4)]
     spot_az2 = offers[(offers["zone"] == "use1-az2")].iloc[0]
     assert math.isnan(spot_az2["on_demand_price_usd_per_hour"])
