@@ -1,5 +1,6 @@
 """task_specs/train.py as a 2-rank DDP job on CPU (gloo): the ranks agree on the final weights,
-and a notice to ONE rank stops both at the same step, after which they resume bit-identically."""
+and a notice to ONE rank stops both at the same step, after which they resume bit-identically
+from checkpoints in S3 (a real moto_server)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ ARGS = ["--model", "mlp", "--epochs", "2", "--log-every-steps", "1", "--step-tim
 STEPS = 2 * ((1437 // 2) // 32)
 
 
-def run_pair(ckpt: Path | None, stop_rank1_at: int | None = None) -> tuple[list[int], list[str], list[dict]]:
+def run_pair(ckpt: Path | str | None, stop_rank1_at: int | None = None) -> tuple[list[int], list[str], list[dict]]:
     """Start ranks 0 and 1 like the local executor does (SkyPilot env vars); return their exit
     codes, last lines, and rank 0's events. Retried once if the rendezvous port was taken by
     another process between choosing it and binding it (a race of the test, not of train.py)."""
@@ -37,7 +38,7 @@ class PortTaken(Exception):
     pass
 
 
-def _run_pair_once(ckpt: Path | None, stop_rank1_at: int | None) -> tuple[list[int], list[str], list[dict]]:
+def _run_pair_once(ckpt: Path | str | None, stop_rank1_at: int | None) -> tuple[list[int], list[str], list[dict]]:
     port = str(free_port())
     procs = []
     for rank in (0, 1):
@@ -82,8 +83,12 @@ def test_two_ranks_finish_and_agree(uninterrupted):
     assert events[-1]["event"] == "done" and events[-1]["step"] == STEPS
 
 
-def test_notice_to_one_rank_stops_both_and_resume_is_bit_identical(uninterrupted, tmp_path):
-    ckpt = tmp_path / "ck"
+def test_notice_to_one_rank_stops_both_and_resume_is_bit_identical(uninterrupted, aws_env):
+    # Checkpoints in S3 (moto_server): rank 0 alone talks to the bucket.
+    import boto3
+
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="ddp-ckpt")
+    ckpt = "s3://ddp-ckpt/job"
     codes, _lines, events = run_pair(ckpt, stop_rank1_at=12)
     assert codes == [PREEMPTED_EXIT_CODE, PREEMPTED_EXIT_CODE]
     preempted = [e for e in events if e["event"] == "preempted"]
@@ -95,3 +100,7 @@ def test_notice_to_one_rank_stops_both_and_resume_is_bit_identical(uninterrupted
     assert codes == [0, 0]
     assert [e["step"] for e in events if e["event"] == "resumed"] == [stopped]
     assert lines[0] == lines[1] == uninterrupted[1][0]
+    from launcher.checkpoint import CheckpointStore
+
+    assert CheckpointStore(ckpt).latest(repair=False).metadata == {
+        "reason": "final", "epoch": 2, "batch": 0, "world_size": 2}
