@@ -129,6 +129,11 @@ def aws_program(spec: ClusterInfraSpec) -> None:
                 key_name=key.key_name,
                 placement_group=placement.name if placement else None,
                 instance_market_options=market,
+                # IMDSv2 only; hop limit 2 so the job's preemption watcher can reach the
+                # spot/instance-action endpoint from inside a container.
+                metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                ),
                 root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                     volume_size=spec.disk_size_gib,
                     volume_type=spec.disk_type or "gp3",

@@ -76,6 +76,8 @@ def test_aws_spot_instances_use_one_time_terminate_market_options(aws_spot2):
         assert mo["spotOptions"] == {"spotInstanceType": "one-time", "instanceInterruptionBehavior": "terminate"}
         assert inst.inputs["instanceType"] == "p3.2xlarge"
         assert inst.inputs["availabilityZone"] == "us-east-1a"
+        # IMDSv2 with a hop limit that lets a containerized job read its spot notice
+        assert inst.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2}
 
 
 def test_aws_on_demand_has_no_market_options_and_takes_image_and_disk(aws_od1):
