@@ -270,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                 "torch_rng": torch_rngs,
             }
             progress = {"step": step, "epoch": epoch, "batch": batch, "rng": rngs, "config": config}
-            ckpt = save_training_state(store, step, tensors, progress, metadata={"reason": reason, "epoch": epoch, "batch": batch, "world_size": world})
+            metadata = {"reason": reason, "epoch": epoch, "batch": batch, "world_size": world}
+            ckpt = save_training_state(store, step, tensors, progress, metadata=metadata)
             log("checkpoint", step=step, reason=reason, checkpoint=ckpt.checkpoint_id,
                 save_s=round(time.monotonic() - started, 4))  # fmt: skip
         if world > 1:

@@ -83,6 +83,7 @@ def test_two_ranks_finish_and_agree(uninterrupted):
     assert events[-1]["event"] == "done" and events[-1]["step"] == STEPS
 
 
+@pytest.mark.slow
 def test_notice_to_one_rank_stops_both_and_resume_is_bit_identical(uninterrupted, aws_env):
     # Checkpoints in S3 (moto_server): rank 0 alone talks to the bucket.
     import boto3

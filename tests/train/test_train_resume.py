@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from launcher.checkpoint import PREEMPTED_EXIT_CODE
 
 TRAIN = Path(__file__).resolve().parents[2] / "task_specs" / "train.py"
@@ -70,6 +72,7 @@ def train(ckpt: Path | None, *extra: str, stop_at: int | None = None, sig: int =
     return run
 
 
+@pytest.mark.slow
 def test_preempted_and_killed_run_resumes_bit_identically(tmp_path):
     # The uninterrupted reference runs beside the interrupted chain (2 cores), checked after.
     with ThreadPoolExecutor(1) as pool:
