@@ -107,7 +107,8 @@ def summarize(title: str, rows: list[dict], policies: tuple[str, ...]) -> dict:
     ref = [r["on-demand"]["cost"] for r in rows]
     opt = [r["omniscient"] for r in rows]
     print(f"\n{title}: {len(rows)} cases")
-    print(f"{'policy':<22}{'cost/on-demand':>16}{'cost/omniscient':>17}{'misses':>8}{'preempt':>9}{'switch':>8}")
+    print(f"{'policy':<22}{'cost/on-demand':>16}{'cost/omniscient':>17}{'worst/on-demand':>17}{'misses':>8}"
+          f"{'preempt':>9}{'switch':>8}")
     out = {}
     for name in (*policies, "omniscient"):
         if name == "omniscient":
@@ -121,8 +122,10 @@ def summarize(title: str, rows: list[dict], policies: tuple[str, ...]) -> dict:
             sw = statistics.fmean(r[name]["switches"] for r in rows)
         rel_od = statistics.fmean(c / o for c, o in zip(costs, ref))
         rel_opt = statistics.fmean(c / o for c, o in zip(costs, opt))
-        out[name] = {"cost_vs_on_demand": rel_od, "cost_vs_omniscient": rel_opt, "misses": misses}
-        print(f"{name:<22}{rel_od:>16.4f}{rel_opt:>17.4f}{misses:>8g}{pre:>9.2f}{sw:>8.2f}")
+        worst = max(c / o for c, o in zip(costs, ref))
+        out[name] = {"cost_vs_on_demand": rel_od, "cost_vs_omniscient": rel_opt, "worst_vs_on_demand": worst,
+                     "misses": misses}
+        print(f"{name:<22}{rel_od:>16.4f}{rel_opt:>17.4f}{worst:>17.4f}{misses:>8g}{pre:>9.2f}{sw:>8.2f}")
         if name != "on-demand" and isinstance(rows[0].get(name), dict) and "best_zone_cost" in rows[0][name]:
             bz = [r[name]["best_zone_cost"] for r in rows]
             print(f"{'  ' + name + ' (best zone)':<22}{statistics.fmean(c / o for c, o in zip(bz, ref)):>16.4f}"
