@@ -33,6 +33,11 @@ class Storage(ABC):
     def delete(self, key: str) -> None:
         """Remove one object; already gone is success."""
 
+    def size(self, key: str) -> int:
+        """Size in bytes without reading the object; FileNotFoundError when it does not exist.
+        Backends override this with a metadata call."""
+        return len(self.get(key))
+
     def delete_prefix(self, prefix: str) -> None:
         """Remove every object under `prefix` (a checkpoint's folder)."""
         for key in self.list(prefix):

@@ -38,6 +38,12 @@ class GCSStorage(Storage):
         except Exception as exc:
             raise ProviderError(f"GCS get {self.url}/{key} failed: {exc}") from exc
 
+    def size(self, key: str) -> int:
+        blob = self._bucket.get_blob(join_key(self.prefix, key))  # None when absent
+        if blob is None:
+            raise FileNotFoundError(f"{self.url}/{key}")
+        return int(blob.size)
+
     def list(self, prefix: str = "") -> list[str]:
         full = join_key(self.prefix, prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
         strip = len(self.prefix) + 1 if self.prefix else 0

@@ -35,6 +35,9 @@ class LocalStorage(Storage):
     def get(self, key: str) -> bytes:
         return self._path(key).read_bytes()
 
+    def size(self, key: str) -> int:
+        return self._path(key).stat().st_size
+
     def list(self, prefix: str = "") -> list[str]:
         base = self._path(prefix) if prefix else self.root
         if not base.is_dir():

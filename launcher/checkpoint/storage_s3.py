@@ -40,6 +40,16 @@ class S3Storage(Storage):
                 raise FileNotFoundError(f"{self.url}/{key}") from exc
             raise ProviderError(f"S3 get {self.url}/{key} failed: {exc}") from exc
 
+    def size(self, key: str) -> int:
+        from botocore.exceptions import ClientError
+
+        try:
+            return int(self._client.head_object(Bucket=self.bucket, Key=join_key(self.prefix, key))["ContentLength"])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                raise FileNotFoundError(f"{self.url}/{key}") from exc
+            raise ProviderError(f"S3 head {self.url}/{key} failed: {exc}") from exc
+
     def list(self, prefix: str = "") -> list[str]:
         full = join_key(self.prefix, prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
         strip = len(self.prefix) + 1 if self.prefix else 0

@@ -155,8 +155,20 @@ class CheckpointStore:
         """Committed checkpoints (manifest present and readable), newest first, NOT verified."""
         return [c for c, _ in self._scan().committed]
 
-    def latest(self, *, repair: bool = True) -> Checkpoint | None:
-        """The newest checkpoint whose files all match its manifest, or None."""
+    def latest(self, *, repair: bool = True, verify: str = "content") -> Checkpoint | None:
+        """The newest checkpoint whose files all match its manifest, or None.
+
+        verify="content" reads every file and checks its sha256 (what a resume needs);
+        verify="size" only compares object sizes, without downloading: cheap for a watcher on
+        large checkpoints, catches missing and truncated files but not same-size corruption
+        (which `restore`/`load` still refuse). A size check never repairs."""
+        if verify == "size":
+            for ckpt in self.checkpoints():
+                if self._sizes_match(ckpt):
+                    return ckpt
+            return None
+        if verify != "content":
+            raise BadInputError(f"verify must be 'content' or 'size' (got {verify!r})")
         found = self.restore(repair=repair)
         return found.checkpoint if found else None
 
@@ -223,6 +235,15 @@ class CheckpointStore:
                 )
             out[entry.name] = data
         return out
+
+    def _sizes_match(self, ckpt: Checkpoint) -> bool:
+        for entry in ckpt.files:
+            try:
+                if self.storage.size(f"{ckpt.checkpoint_id}/{entry.name}") != entry.size_bytes:
+                    return False
+            except FileNotFoundError:
+                return False
+        return True
 
     def _scan(self) -> _Scan:
         groups: dict[str, set[str]] = {}

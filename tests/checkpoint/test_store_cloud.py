@@ -52,11 +52,16 @@ def exercise_object_store(url: str, raw_delete, raw_put) -> None:
     # Newest loses a data object (upload died after the manifest? bucket lifecycle?): skipped.
     raw_delete(f"{saved[2].checkpoint_id}/state.pt")
     assert fresh.latest(repair=False).step == 2
+    assert fresh.latest(verify="size").step == 2  # the cheap check sees a missing object too
     # Newest-but-one gets corrupted bytes of the right size: nothing valid is left.
     data = bytearray(payload(2)["state.pt"])
     data[5] ^= 1
     raw_put(f"{saved[1].checkpoint_id}/state.pt", bytes(data))
     assert fresh.latest(repair=False) is None
+    assert fresh.latest(verify="size").step == 2  # documented limit: same-size damage needs "content"
+    # A truncated object is seen by the size check.
+    raw_put(f"{saved[1].checkpoint_id}/state.pt", bytes(data[:-1]))
+    assert fresh.latest(verify="size") is None
     # A data object without a manifest (upload killed before the commit) is never a checkpoint.
     raw_put("ckpt-000000000009-abc/state.pt", payload(9)["state.pt"])
     assert fresh.restore() is None

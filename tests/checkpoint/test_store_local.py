@@ -111,6 +111,8 @@ def test_torn_newest_is_never_loaded_and_is_repaired(tmp_path, target, damage):
 
     # A reader beside the writer sees the older, valid checkpoint and deletes nothing.
     assert store.latest(repair=False) == good
+    if damage is not _damage_flip or target == MANIFEST_NAME:  # same-size damage needs a content check
+        assert store.latest(verify="size") == good
     assert torn.checkpoint_id in ckpt_dirs(root)
     # Loading the torn one by id fails loudly instead of returning damaged bytes.
     with pytest.raises((CheckpointCorruptError, NotFoundError)):
@@ -190,6 +192,8 @@ def test_urls_select_backends_and_bad_ones_are_refused(tmp_path):
         store.save(2, {"../escape": b"x"})
     with pytest.raises(BadInputError):
         store.save(2, {MANIFEST_NAME: b"x"})
+    with pytest.raises(BadInputError):
+        store.latest(verify="sha")
 
 
 def test_inspector_lists_verifies_and_repairs(tmp_path, capsys):
