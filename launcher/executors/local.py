@@ -143,13 +143,27 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Does the group have a member that is not a zombie? (A zombie leader waiting for its
+    parent to reap it still answers killpg(pgid, 0) but has nothing left to stop.)"""
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    if not os.path.isdir("/proc"):
+        return True
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def run_process_groups(run_id: str) -> set[int]:

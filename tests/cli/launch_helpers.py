@@ -58,9 +58,35 @@ def popen_cli(*args: str, **kw) -> subprocess.Popen:
 
 
 def runs_json(*args: str) -> list[dict]:
+    """`launcher runs list --json` through the real CLI (a subprocess)."""
     r = run_cli("runs", "list", "--json", *args)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["runs"]
+
+
+def ledger_runs() -> list:
+    """The ledger's runs read in-process (cheaper than a CLI call where the CLI is not under test)."""
+    from launcher.ledger import Ledger
+
+    with Ledger() as led:
+        return led.list_runs(limit=None)
+
+
+def ledger_attempts(run_id: str) -> list:
+    from launcher.ledger import Ledger
+
+    with Ledger() as led:
+        return led.attempts(run_id)
+
+
+def cli_inproc(capsys, *args: str) -> tuple[int, str, str]:
+    """Run the CLI in this process (for fast bad-input / dry-run checks): (exit code, out, err)."""
+    from launcher.cli.main import run
+
+    capsys.readouterr()
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def wait_for(pred, timeout_s: float = 30.0, interval_s: float = 0.05, what: str = "condition"):

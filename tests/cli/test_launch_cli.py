@@ -11,7 +11,10 @@ import time
 
 import pytest
 
-from tests.cli.launch_helpers import clean_env, files_under, pid_gone, popen_cli, runs_json, state_files, wait_for, write_spec  # noqa: F401
+from tests.cli.launch_helpers import (  # noqa: F401
+    clean_env, cli_inproc, files_under, ledger_attempts, ledger_runs, pid_gone, popen_cli, runs_json, state_files,
+    wait_for, write_spec,
+)  # fmt: skip
 from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -30,7 +33,7 @@ def test_quickstart_end_to_end(launcher_home):
     assert "hello from rank 0 of 1" in r.stdout  # the job's output, live on stdout
     assert "setup on rank 0" in r.stdout
     assert "Plan for 'quickstart'" in r.stderr and "chosen:   local (this machine" in r.stderr
-    (run,) = runs_json()
+    (run,) = runs_json()  # the read command, through the CLI
     assert run["state"] == "succeeded" and run["project"] == "examples" and run["attempts"] == 1
     log = (launcher_home / "runs" / run["run_id"] / "logs" / "rank-0.log").read_text()
     assert "hello from rank 0 of 1" in log
@@ -64,13 +67,20 @@ BAD_SPECS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_SPECS))
-def test_bad_spec_exits_2_and_writes_nothing(case, tmp_path, launcher_home):
+def test_bad_spec_exits_2_and_writes_nothing(case, tmp_path, launcher_home, capsys):
     text, needle = BAD_SPECS[case]
     spec = write_spec(tmp_path, text)
+    code, out, err = cli_inproc(capsys, "launch", str(spec), "--cheapest", "--yes")
+    assert code == 2, (code, err)
+    assert needle in err
+    assert err.count("error:") == 1 and "Traceback" not in err and out == ""
+    assert files_under(launcher_home) == []
+
+
+def test_bad_spec_through_the_real_entry_point(tmp_path, launcher_home):
+    spec = write_spec(tmp_path, BAD_SPECS["unknown_key"][0])
     r = run_cli("launch", str(spec), "--cheapest", "--yes")
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    assert needle in r.stderr
-    assert r.stderr.count("error:") == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "did you mean 'resources'" in r.stderr
     assert files_under(launcher_home) == []
 
 
@@ -84,33 +94,34 @@ def test_bad_spec_exits_2_and_writes_nothing(case, tmp_path, launcher_home):
         ([], "missing task spec"),
     ],
 )
-def test_bad_flags_exit_nonzero_and_write_nothing(args, needle, launcher_home):
-    r = run_cli("launch", *args, "--yes")
-    assert r.returncode in (2, 4), r.stderr  # 4 = credentials (aws named, none present)
-    assert needle in r.stderr
+def test_bad_flags_exit_nonzero_and_write_nothing(args, needle, launcher_home, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, _, err = cli_inproc(capsys, "launch", *args, "--yes")
+    assert code in (2, 4), err  # 4 = credentials (aws named, none present)
+    assert needle in err
     assert files_under(launcher_home) == []
 
 
-def test_dry_run_prints_the_plan_and_writes_nothing(launcher_home):
-    r = run_cli("launch", "task_specs/train.yaml", "--dry-run")
-    assert r.returncode == 0, r.stderr
-    assert "Plan for 'train-digits'" in r.stderr and "expected: $0.00" in r.stderr
-    assert "aws has no credentials" in r.stderr
-    assert "dry run" in r.stderr and r.stdout == ""
+def test_dry_run_prints_the_plan_and_writes_nothing(launcher_home, capsys):
+    code, out, err = cli_inproc(capsys, "launch", str(REPO / "task_specs" / "train.yaml"), "--dry-run")
+    assert code == 0, err
+    assert "Plan for 'train-digits'" in err and "expected: $0.00" in err
+    assert "aws has no credentials" in err
+    assert "dry run" in err and out == ""
     assert files_under(launcher_home) == []
 
 
-def test_gpu_offer_beats_local_when_a_cloud_is_enabled(monkeypatch, launcher_home):
+def test_gpu_offer_beats_local_when_a_cloud_is_enabled(monkeypatch, launcher_home, capsys):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    r = run_cli("launch", "task_specs/train.yaml", "--dry-run")
-    assert r.returncode == 0, r.stderr
-    chosen = next(line for line in r.stderr.splitlines() if "chosen:" in line)
+    code, _, err = cli_inproc(capsys, "launch", str(REPO / "task_specs" / "train.yaml"), "--dry-run")
+    assert code == 0, err
+    chosen = next(line for line in err.splitlines() if "chosen:" in line)
     assert chosen.split()[1].startswith("aws/") and ("T4:1" in chosen or "L4:1" in chosen)
     assert state_files(launcher_home) == []  # (pricing may cache the parsed catalog)
 
 
-def test_budget_refusal_exits_3_and_writes_nothing(tmp_path, monkeypatch, launcher_home):
+def test_budget_refusal_exits_3_and_writes_nothing(tmp_path, monkeypatch, launcher_home, capsys):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     spec = write_spec(
@@ -121,9 +132,9 @@ def test_budget_refusal_exits_3_and_writes_nothing(tmp_path, monkeypatch, launch
         launcher: {budget_usd: 0.5, expected_hours: 100}
         """,
     )
-    r = run_cli("launch", str(spec), "--cheapest", "--yes")
-    assert r.returncode == 3, r.stderr
-    assert "exceeds the task's budget_usd $0.50" in r.stderr
+    code, _, err = cli_inproc(capsys, "launch", str(spec), "--cheapest", "--yes")
+    assert code == 3, err
+    assert "exceeds the task's budget_usd $0.50" in err
     assert state_files(launcher_home) == []
 
 
@@ -199,11 +210,14 @@ def test_simulated_preemptions_recover_and_resume_from_checkpoint(tmp_path):
     starts = [int(line.split()[-1]) for line in lines if "resumes at" in line]
     assert len(starts) == 3 and starts[0] == 0 and 0 < starts[1] < starts[2] < 30
     assert lines[-1] == "done at 30"
-    (run,) = runs_json()
-    show = json.loads(run_cli("runs", "show", run["run_id"], "--json").stdout)
-    assert [a["end_reason"] for a in show["attempt_rows"]] == ["preempted", "preempted", "completed"]
-    assert [a["spot"] for a in show["attempt_rows"]] == [True, True, True]
-    assert len([e for e in show["events"] if e["kind"] == "preemption"]) == 2
+    (run,) = ledger_runs()
+    attempts = ledger_attempts(run.run_id)
+    assert [a.end_reason for a in attempts] == ["preempted", "preempted", "completed"]
+    assert [a.spot for a in attempts] == [True, True, True]
+    from launcher.ledger import Ledger
+
+    with Ledger() as led:
+        assert len(led.events(run.run_id, kind="preemption")) == 2
 
 
 def _start_long_job(tmp_path, extra=()):
@@ -235,38 +249,35 @@ def test_kill_9_leaves_an_orphan_that_status_shows_and_resume_finishes(tmp_path)
     assert r.returncode == 0, r.stderr
     assert "attempt 2 pid" in r.stdout and "finished" in r.stdout
     wait_for(lambda: pid_gone(job_pid), 10, what="old job to be stopped")
-    show = json.loads(run_cli("runs", "show", st[0]["run_id"], "--json").stdout)
-    assert show["state"] == "succeeded"
-    assert [a["end_reason"] for a in show["attempt_rows"]] == ["abandoned", "completed"]
-    assert json.loads(run_cli("status", "--json").stdout)["runs"] == []
+    assert ledger_runs()[0].state == "succeeded"
+    assert [a.end_reason for a in ledger_attempts(st[0]["run_id"])] == ["abandoned", "completed"]
 
 
 def test_kill_9_then_down_cleans_up(tmp_path):
     proc, job_pid = _start_long_job(tmp_path)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
-    (run,) = runs_json()
-    r = run_cli("down", run["run_id"])
+    (run,) = ledger_runs()
+    r = run_cli("down", run.run_id)
     assert r.returncode == 0, r.stderr
     assert "cleaned up" in r.stderr
     wait_for(lambda: pid_gone(job_pid), 10, what="job to be killed")
-    show = json.loads(run_cli("runs", "show", run["run_id"], "--json").stdout)
-    assert show["state"] == "cancelled"
-    assert [a["end_reason"] for a in show["attempt_rows"]] == ["abandoned"]
-    assert run_cli("launch", "--resume", run["run_id"]).returncode == 6  # ended: nothing to resume
+    assert ledger_runs()[0].state == "cancelled"
+    assert [a.end_reason for a in ledger_attempts(run.run_id)] == ["abandoned"]
+    assert run_cli("launch", "--resume", run.run_id).returncode == 6  # ended: nothing to resume
 
 
 def test_resume_refuses_while_the_controller_lives(tmp_path):
     proc, job_pid = _start_long_job(tmp_path)
     try:
-        (run,) = runs_json()
-        r = run_cli("launch", "--resume", run["run_id"])
+        (run,) = ledger_runs()
+        r = run_cli("launch", "--resume", run.run_id)
         assert r.returncode == 6 and "live controller" in r.stderr
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the controller cancels the run cleanly
         assert proc.wait(30) == 130
     wait_for(lambda: pid_gone(job_pid), 10, what="job stopped by Ctrl-C")
-    assert runs_json()[0]["state"] == "cancelled"
+    assert ledger_runs()[0].state == "cancelled"
 
 
 @pytest.mark.slow
@@ -275,15 +286,15 @@ def test_ten_concurrent_launches_are_all_recorded(tmp_path):
     procs = [popen_cli("launch", str(spec), "--yes") for _ in range(10)]
     outs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0] * 10, [o[1][-500:] for o in outs]
-    runs = runs_json()
-    assert len(runs) == 10 and {r["state"] for r in runs} == {"succeeded"}
-    ids = {r["run_id"] for r in runs}
+    runs = ledger_runs()
+    assert len(runs) == 10 and {r.state for r in runs} == {"succeeded"}
+    ids = {r.run_id for r in runs}
     assert len(ids) == 10
     # each job printed its own run id
     assert {o[0].strip().split()[-1] for o in outs} == ids
 
 
-def test_project_budget_in_budgets_yaml_refuses(tmp_path, monkeypatch, launcher_home):
+def test_project_budget_in_budgets_yaml_refuses(tmp_path, monkeypatch, launcher_home, capsys):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     (launcher_home / "budgets.yaml").write_text("budgets:\n  - project: vision\n    monthly_limit_usd: 0.1\n")
@@ -295,10 +306,10 @@ def test_project_budget_in_budgets_yaml_refuses(tmp_path, monkeypatch, launcher_
         launcher: {project: vision, expected_hours: 10}
         """,
     )
-    r = run_cli("launch", str(spec), "--cheapest", "--yes")
-    assert r.returncode == 3, r.stderr
-    assert "left in budget" in r.stderr and "$0.10" in r.stderr
+    code, _, err = cli_inproc(capsys, "launch", str(spec), "--cheapest", "--yes")
+    assert code == 3, err
+    assert "left in budget" in err and "$0.10" in err
     assert [f for f in state_files(launcher_home) if f != "budgets.yaml"] == []
     # another project is not limited by it
     other = write_spec(tmp_path, "resources: {accelerators: 'L4:1', infra: aws}\nrun: x\nlauncher: {project: nlp}\n", name="o.yaml")
-    assert run_cli("launch", str(other), "--dry-run").returncode == 0
+    assert cli_inproc(capsys, "launch", str(other), "--dry-run")[0] == 0

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.cli.launch_helpers import clean_env, files_under, pid_gone, runs_json, wait_for, write_spec  # noqa: F401
+from tests.cli.launch_helpers import clean_env, files_under, ledger_runs, pid_gone, runs_json, wait_for, write_spec  # noqa: F401
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -90,7 +90,7 @@ def test_down_stops_a_running_detached_job(tmp_path):
 def test_down_by_cluster_name_and_unknown_target(tmp_path):
     spec = write_spec(tmp_path, "run: echo ok\n")
     assert run_cli("launch", str(spec), "--yes").returncode == 0
-    run_id = runs_json()[0]["run_id"]
+    run_id = ledger_runs()[0].run_id
     cluster = f"{run_id}-c1"
     r = run_cli("down", cluster)
     assert r.returncode == 0 and f"cluster {cluster} already terminated" in r.stderr
