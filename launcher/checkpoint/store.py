@@ -110,8 +110,6 @@ class CheckpointStore:
             blobs[name] = Path(value).read_bytes() if isinstance(value, (str, Path)) else bytes(value)
         now = self._clock_ns()
         ckpt_id = f"{PREFIX}{step:012d}-{now:x}{secrets.token_hex(3)}"
-        for name, data in blobs.items():
-            self.storage.put(f"{ckpt_id}/{name}", data)
         manifest = Manifest(
             checkpoint_id=ckpt_id,
             step=step,
@@ -119,7 +117,13 @@ class CheckpointStore:
             files=tuple(FileEntry(n, sha256_hex(d), len(d)) for n, d in blobs.items()),
             metadata=dict(metadata or {}),
         )
-        self.storage.put(f"{ckpt_id}/{MANIFEST_NAME}", manifest.to_bytes())
+        try:
+            manifest_bytes = manifest.to_bytes()  # before any write: bad metadata fails cleanly
+        except (TypeError, ValueError) as exc:
+            raise BadInputError(f"checkpoint metadata must be JSON values: {exc}") from exc
+        for name, data in blobs.items():
+            self.storage.put(f"{ckpt_id}/{name}", data)
+        self.storage.put(f"{ckpt_id}/{MANIFEST_NAME}", manifest_bytes)
         checkpoint = self._checkpoint(manifest)
         if self.keep_last is not None:
             self.prune(self.keep_last, _just_saved=ckpt_id)

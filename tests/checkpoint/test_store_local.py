@@ -194,6 +194,10 @@ def test_urls_select_backends_and_bad_ones_are_refused(tmp_path):
         store.save(2, {MANIFEST_NAME: b"x"})
     with pytest.raises(BadInputError):
         store.latest(verify="sha")
+    with pytest.raises(BadInputError):
+        store.save(3, {"a": b"x"}, metadata={"when": object()})
+    assert [c.step for c in store.checkpoints()] == [1]  # nothing written by the refused saves
+    assert ckpt_dirs(tmp_path / "viaurl") == [saved.checkpoint_id]
 
 
 def test_inspector_lists_verifies_and_repairs(tmp_path, capsys):
