@@ -105,10 +105,19 @@ def install(
     _poller = MetadataPoller(
         cloud,
         base_url=metadata_base_url(cloud, env),
-        interval_s=float(env.get(POLL_INTERVAL_ENV, "5")),
+        interval_s=_poll_interval_s(env),
     )
     _poller.start()
     return _poller
+
+
+def _poll_interval_s(env: Mapping[str, str], default_s: float = 5.0) -> float:
+    # A typo in an env var must not crash a training job: fall back to the default.
+    try:
+        value = float(env.get(POLL_INTERVAL_ENV, default_s))
+    except ValueError:
+        return default_s
+    return value if value > 0 else default_s
 
 
 def _on_signal(signum, _frame) -> None:
