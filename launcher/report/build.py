@@ -19,7 +19,6 @@ from launcher.report.costs import (
     CostAssumptions,
     EventFacts,
     attempt_intervals,
-    checkpoint_retention,
     compute_segments,
     explode,
     overlap,
@@ -94,14 +93,24 @@ class ReportResult:
         return {c: float(self.frame[c].sum()) for c in cols if c in self.frame}
 
 
-def build_report(ledger: Any, query: ReportQuery, *, now: datetime | None = None) -> ReportResult:
+HTML_KEYS = ("project", "experiment")  # what the HTML report's charts group by
+
+
+def build_report(
+    ledger: Any, query: ReportQuery, *, now: datetime | None = None, extra_keys: Sequence[str] = ()
+) -> ReportResult:
+    """Read the ledger and group. `extra_keys` (key source columns, e.g. HTML_KEYS) are loaded
+    too, for views derived from the same data (result.data)."""
     from launcher.report.load import load_ledger_data
 
+    a = query.assumptions
     data = load_ledger_data(
         ledger,
         query.window,
+        keys=list(dict.fromkeys([*(GROUP_KEYS[k][0] for k in query.by if k in GROUP_KEYS), *extra_keys])),
         with_tags="attempt" in query.by,
-        retention_s=query.assumptions.checkpoint_retention_after_run_s,
+        checkpoint_keep_last=a.checkpoint_keep_last,
+        retention_s=a.checkpoint_retention_after_run_s,
         now=now,
     )
     return report_from_data(data, query)
@@ -178,7 +187,7 @@ def _storage_segments(
     run_end = ck["run_ended_at"].to_numpy(dtype="float64")
     per_run_horizon = np.fmin(np.where(np.isnan(run_end), as_of, run_end + a.checkpoint_retention_after_run_s), horizon)
     start = ck["at"].to_numpy(dtype="float64")
-    end = np.minimum(checkpoint_retention(ck.assign(_h=per_run_horizon), a.checkpoint_keep_last, np.inf), per_run_horizon)
+    end = np.fmin(ck["retain_until"].to_numpy(dtype="float64"), per_run_horizon)
     end = np.maximum(end, start)
     rows, bucket = explode(start, end, edges)
     rows_keep = end[rows] > start[rows]
@@ -187,7 +196,7 @@ def _storage_segments(
     gb = ck["size_bytes"].to_numpy(dtype="float64")[rows] / 1e9
     price = a.storage_price(ck["cloud"])[rows]
     seg: dict[str, Any] = {src: ck[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
-    seg["run_id"] = ck["run_id"].to_numpy(dtype="object")[rows]
+    seg["run_id"] = None  # runs are counted from their attempts
     seg["_bucket"] = bucket
     seg["x_CheckpointStorageCost"] = np.nan_to_num(gb * hours / HOURS_PER_MONTH * price)
     seg["seg_start"] = np.maximum(start[rows], edges[bucket])

@@ -13,8 +13,8 @@ interval [started_at, bill_end):
 
 Waste is time billed without useful progress, each part an interval inside the billed one:
 - restart overhead (attempts after the first, i.e. recoveries): from started_at until the job
-  was running again: a `recovery` event on that attempt (its time, or its data's
-  `restart_overhead_seconds`), else the run's first `state_change` to `running` after the start.
+  was running again, which the controller records as a `recovery` event on the new attempt
+  (its time, or its data's `restart_overhead_seconds` when given); none without that event.
 - preemption loss (end_reason preempted / node_lost): work since the attempt's last checkpoint
   (or since the restart overhead ended when it never checkpointed) up to the attempt's end.
 - idle before teardown: from the job's end (ended_at) to bill_end.
@@ -64,28 +64,21 @@ class CostAssumptions:
 
 @dataclass(frozen=True)
 class EventFacts:
-    """What the report needs from events, already reduced.
+    """Event rows a report needs beyond the per-attempt columns (see load.py).
 
-    per_attempt: index attempt_id; float epoch columns teardown_at, resume_at, last_ckpt_at and
-      overhead_s (explicit restart overhead), NaN where unknown.
-    checkpoints: one row per checkpoint event: attempt_id, run_id, at, size_bytes.
+    checkpoints: one row per sized checkpoint: at, retain_until (the run's keep_last-th next
+      checkpoint, NaN when none), size_bytes, run_ended_at, cloud, and the grouping key columns.
     prices: one row per price change: attempt_id, at, price_usd_per_hour.
     """
 
-    per_attempt: pd.DataFrame
     checkpoints: pd.DataFrame
     prices: pd.DataFrame
 
     @classmethod
     def empty(cls) -> EventFacts:
         return cls(
-            per_attempt=pd.DataFrame(
-                {c: pd.Series(dtype="float64") for c in ("teardown_at", "resume_at", "last_ckpt_at", "overhead_s")},
-                index=pd.Index([], name="attempt_id", dtype="object"),
-            ),
             checkpoints=pd.DataFrame(
-                {"attempt_id": pd.Series(dtype="object"), "run_id": pd.Series(dtype="object"),
-                 "at": pd.Series(dtype="float64"), "size_bytes": pd.Series(dtype="float64")}
+                {c: pd.Series(dtype="float64") for c in ("at", "retain_until", "size_bytes", "run_ended_at")}
             ),
             prices=pd.DataFrame(
                 {"attempt_id": pd.Series(dtype="object"), "at": pd.Series(dtype="float64"),
@@ -94,10 +87,19 @@ class EventFacts:
         )  # fmt: skip
 
 
+def _col(attempts: pd.DataFrame, name: str) -> np.ndarray:
+    if name in attempts:
+        return attempts[name].to_numpy(dtype="float64")
+    return np.full(len(attempts), np.nan)
+
+
 def attempt_intervals(attempts: pd.DataFrame, facts: EventFacts, as_of: float) -> pd.DataFrame:
     """Per attempt: billed interval, average rates and the waste intervals (all epoch seconds).
 
-    `attempts` has the ledger's attempt columns with started_at/ended_at as float epoch seconds.
+    `attempts` has the ledger's attempt columns with started_at/ended_at as float epoch seconds,
+    `preempted` (bool) and the event facts per attempt (NaN where unknown): teardown_at,
+    resume_at (first `recovery` event), overhead_s (its restart_overhead_seconds) and
+    last_ckpt_at.
     Returns a frame aligned with `attempts` holding: start, job_end, bill_end, billed_s,
     rate_usd_per_hour (all nodes, average over the billed interval), list_rate_usd_per_hour,
     overhead_end, loss_start, preempted.
@@ -107,16 +109,7 @@ def attempt_intervals(attempts: pd.DataFrame, facts: EventFacts, as_of: float) -
     job_end = np.where(np.isnan(ended), np.maximum(as_of, start), ended)
     billed = attempts["billed_seconds"].to_numpy(dtype="float64")
     bill_end = np.where(np.isnan(billed), job_end, start + np.maximum(billed, 0.0))
-
-    pa = facts.per_attempt
-    if len(pa):
-        aligned = pa.reindex(attempts["attempt_id"].to_numpy())
-        teardown = aligned["teardown_at"].to_numpy(dtype="float64")
-        resume = aligned["resume_at"].to_numpy(dtype="float64")
-        explicit_overhead = aligned["overhead_s"].to_numpy(dtype="float64")
-        last_ckpt = aligned["last_ckpt_at"].to_numpy(dtype="float64")
-    else:
-        teardown = resume = explicit_overhead = last_ckpt = np.full(len(attempts), np.nan)
+    teardown = _col(attempts, "teardown_at")
     bill_end = np.fmax(bill_end, np.where(teardown > start, teardown, np.nan))
     billed_s = bill_end - start
 
@@ -130,14 +123,14 @@ def attempt_intervals(attempts: pd.DataFrame, facts: EventFacts, as_of: float) -
 
     # restart overhead: only recoveries (seq > 1); explicit seconds win over event times
     seq = attempts["seq"].to_numpy()
-    overhead_end = np.where(
-        np.isnan(explicit_overhead), resume, start + np.nan_to_num(explicit_overhead, nan=0.0)
-    )
+    explicit = _col(attempts, "overhead_s")
+    resume = _col(attempts, "resume_at")
+    overhead_end = np.where(np.isnan(explicit), resume, start + np.nan_to_num(explicit, nan=0.0))
     overhead_end = np.where((seq > 1) & ~np.isnan(overhead_end), overhead_end, start)
     overhead_end = np.clip(overhead_end, start, job_end)
 
-    reasons = attempts["end_reason"].to_numpy(dtype="object")
-    preempted = np.isin(reasons, PREEMPTED_REASONS) & ~np.isnan(ended)
+    preempted = attempts["preempted"].to_numpy(dtype=bool) & ~np.isnan(ended)
+    last_ckpt = _col(attempts, "last_ckpt_at")
     useful_from = np.fmax(overhead_end, np.where(last_ckpt <= job_end, last_ckpt, np.nan))
     loss_start = np.where(preempted, np.minimum(useful_from, job_end), job_end)
 
@@ -251,14 +244,3 @@ def bucket_first(rows: np.ndarray, bucket: np.ndarray) -> np.ndarray:
     new = np.r_[True, rows[1:] != rows[:-1]]
     idx = np.maximum.accumulate(np.where(new, np.arange(len(rows)), 0))
     return bucket[idx]
-
-
-def checkpoint_retention(checkpoints: pd.DataFrame, keep_last: int, horizon: float) -> np.ndarray:
-    """End of each checkpoint's storage: the time of the run's keep_last-th next checkpoint, or
-    `horizon` (the report's end) for the newest ones. Aligned with `checkpoints` (any order)."""
-    if len(checkpoints) == 0:
-        return np.zeros(0)
-    order = checkpoints.sort_values(["run_id", "at"], kind="stable")
-    later = order.groupby("run_id", sort=False)["at"].shift(-max(1, keep_last))
-    end = later.fillna(horizon).clip(lower=order["at"])
-    return end.reindex(checkpoints.index).to_numpy(dtype="float64")

@@ -9,7 +9,7 @@ from html import escape
 import pandas as pd
 
 from launcher.report import svg
-from launcher.report.build import ReportQuery, ReportResult, report_from_data
+from launcher.report.build import HTML_KEYS, ReportQuery, ReportResult, report_from_data
 from launcher.report.formats import display_frame
 
 MAX_SERIES = 8
@@ -135,8 +135,8 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def render_html(result: ReportResult, *, generated_at: datetime | None = None) -> str:
-    if result.data is None:
-        raise ValueError("render_html needs a ReportResult built from ledger data")
+    if result.data is None or any(k not in result.data.attempts for k in HTML_KEYS):
+        raise ValueError("render_html needs a ReportResult built with extra_keys=HTML_KEYS")
     t = result.totals()
     gen = (generated_at or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     by = ", ".join(result.query.by)

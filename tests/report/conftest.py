@@ -31,7 +31,7 @@ def build_hand_ledger(url: str):
       a1: aws spot, 2 nodes x $1.00/h (on-demand $3.00), 1 GPU/node, 0h..2h, preempted;
           checkpoints (10 GB) at 0.5h and 1.5h.
       a2: aws spot, 2 nodes x $1.20/h (on-demand $3.00), 2h..4h completed, running again at
-          2.25h (run state_change), teardown event at 4.5h; checkpoint (10 GB) at 3h.
+          2.25h (recovery event), teardown event at 4.5h; checkpoint (10 GB) at 3h.
     r-nlp-1 (project nlp, experiment exp-b, owner bob, cost center cc-2)
       a1: gcp on-demand, 1 node x $4.00/h, 8 GPUs, -1h..1h, billed 7200 s, completed.
     r-vision-2 (project vision, experiment exp-c, owner alice, cost center cc-1)
@@ -68,6 +68,7 @@ def build_hand_ledger(url: str):
     set_state("r-vision-1", "recovering", h(2))
     a2 = led.add_attempt("r-vision-1", NewAttempt(price_usd_per_hour=1.2, **spot), started_at=h(2))
     set_state("r-vision-1", "running", h(2.25))
+    led.add_event("r-vision-1", "recovery", {"from_step": 300}, attempt_id=a2.attempt_id, at=h(2.25))
     led.add_event("r-vision-1", "checkpoint", {"size_bytes": 10 * GB, "step": 500}, attempt_id=a2.attempt_id, at=h(3))
     led.end_attempt(a2.attempt_id, "completed", ended_at=h(4))
     led.add_event("r-vision-1", "teardown", {}, attempt_id=a2.attempt_id, at=h(4.5))

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from launcher.report import ReportQuery, build_report
+from launcher.report.build import HTML_KEYS
 from launcher.report.formats import render, write
 
 from .conftest import NOW
@@ -22,7 +23,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 @pytest.fixture
 def result(hand_ledger):
-    return build_report(hand_ledger, ReportQuery(by=("experiment",)), now=NOW)
+    return build_report(hand_ledger, ReportQuery(by=("experiment",)), now=NOW, extra_keys=HTML_KEYS)
 
 
 def test_csv_reads_back_with_pandas(result):

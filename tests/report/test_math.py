@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from launcher.report import ReportQuery, build_report, parse_window
@@ -118,7 +119,7 @@ def test_spot_price_history_and_explicit_restart_overhead(hand_ledger):
 
     hand_ledger.add_event("r-vision-1", "price", {"price_usd_per_hour": 1.6}, attempt_id=a2.attempt_id, at=h(3))
     hand_ledger.add_event(
-        "r-vision-1", "recovery", {"restart_overhead_seconds": 1800}, attempt_id=a2.attempt_id, at=h(2.1)
+        "r-vision-1", "recovery", {"restart_overhead_seconds": 1800}, attempt_id=a2.attempt_id, at=h(2.3)
     )
     a = row(report(hand_ledger).frame, "x_ExperimentId", "exp-a")
     # a2: (1 h x $1.20 + 1.5 h x $1.60) x 2 nodes = 7.20; with a1's 4.00 -> 11.20
@@ -158,3 +159,30 @@ def test_focus_and_x_column_names(hand_ledger):
     assert focus | ours <= cols
     # every column is either a FOCUS name (PascalCase) or ours (x_ prefix)
     assert all(c.startswith("x_") or c[0].isupper() for c in cols)
+
+
+def test_loader_strategies_agree(hand_ledger_path):
+    """With an events(attempt_id, kind, at) index the loader uses per-attempt subqueries instead
+    of one GROUP BY: same report either way."""
+    import sqlite3
+
+    from launcher.ledger import Ledger
+    from launcher.report.load import has_attempt_event_index
+
+    from .conftest import Clock
+
+    def frame():
+        with Ledger(f"sqlite:///{hand_ledger_path}", now=Clock(NOW)) as led:
+            with led.engine.connect() as conn:
+                indexed = has_attempt_event_index(conn)
+            return indexed, report(led, by="attempt").frame.sort_values("x_AttemptId").reset_index(drop=True)
+
+    plain_indexed, plain = frame()
+    con = sqlite3.connect(hand_ledger_path)
+    con.execute("CREATE INDEX ix_test_events_attempt ON events (attempt_id, kind, at)")
+    con.commit()
+    con.close()
+    indexed, with_index = frame()
+    assert (plain_indexed, indexed) == (False, True)
+    pd.testing.assert_frame_equal(plain, with_index)
+    assert plain["x_WastedCost"].sum() == pytest.approx(2.80)
