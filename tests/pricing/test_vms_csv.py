@@ -110,3 +110,15 @@ def test_gpu_memory_from_gpuinfo_and_name(shared_data):
     rp = normalize_cloud("runpod", read_vms_csv(shared_data / "catalog" / "runpod_vms_slice.csv"))
     h = rp[rp["instance_type"] == "8x_H100_SECURE"].iloc[0]  # GpuInfo is a bare name here
     assert h["gpu_memory_gib"] == pytest.approx(8 * 80)
+
+
+def test_azure_layout_without_zone_with_generation(tmp_path):
+    header = ["InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "GpuInfo", "Price"]
+    header += ["SpotPrice", "Region", "Generation"]
+    gpu = "{'Gpus': [{'Name': 'A100', 'Count': 8, 'MemoryInfo': {'SizeInMiB': 81920}}]}"
+    rows = [["Standard_ND96amsr_A100_v4", "A100-80GB", "8", "96", "1900", gpu, "32.77", "13.1", "eastus", "V2"]]
+    offers = normalize_cloud("azure", read_vms_csv(write_csv(tmp_path / "az.csv", header, rows)))
+    assert sorted(offers["spot"]) == [False, True]
+    assert set(offers["zone"].isna()) == {True}
+    assert set(offers["gpu_memory_gib"]) == {8 * 80.0}
+    assert set(offers["accelerator_family"]) == {"A100-80GB"}
