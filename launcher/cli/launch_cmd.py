@@ -38,6 +38,14 @@ def launch(
         help="Local backend as spot capacity: N preemptions at seeded random times, or one per listed second count (seconds into each attempt's `run` phase).",
     ),
     simulate_seed: int = typer.Option(0, "--simulate-seed", help="Seed for --simulate-preemptions N."),
+    simulate_within: float | None = typer.Option(
+        None, "--simulate-within", metavar="SECONDS", help="--simulate-preemptions N: random times within this many seconds of each run start (default: half the expected hours)."
+    ),
+    simulate_trace: Path | None = typer.Option(
+        None, "--simulate-trace", metavar="FILE", help="Local backend follows this spot trace ({metadata: {gap_seconds}, data: [0|1, ...]}, 1 = no capacity)."
+    ),
+    trace_speedup: float = typer.Option(1.0, "--trace-speedup", help="Replay the trace this many times faster than real time."),
+    trace_start_tick: int = typer.Option(0, "--trace-start-tick", help="Start the trace at this tick."),
     grace_seconds: float = typer.Option(10.0, "--grace-seconds", help="SIGTERM-to-SIGKILL grace when stopping a job."),
 ) -> None:
     """Launch a task on the cheapest suitable capacity (local backend included)."""
@@ -64,6 +72,14 @@ def launch(
             PreemptionSchedule.parse(simulate_preemptions)
         except ValueError as e:
             raise BadInputError(str(e)) from None
+    if simulate_trace is not None:
+        from launcher.providers.local import SpotTrace
+
+        try:
+            SpotTrace.load(simulate_trace, speedup=trace_speedup, start_tick=trace_start_tick)
+        except ValueError as e:
+            raise BadInputError(str(e)) from None
+    simulated = simulate_preemptions is not None or simulate_trace is not None
     if loaded.workdir is not None and not loaded.workdir.is_dir():
         raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory", hint="workdir is relative to the spec file")
     clouds = _clouds(cloud)
@@ -74,7 +90,7 @@ def launch(
         loaded,
         overrides=Overrides(clouds=clouds, spot=spot),
         catalog_dir=catalog_dir or GLOBALS.catalog_dir,
-        local_offer=_local_offer(simulate_preemptions),
+        local_offer=_local_offer(simulated),
     )
     for line in plan_lines(plan):
         info(line)
@@ -88,7 +104,11 @@ def launch(
     from launcher.controller.runner import LaunchOptions, prepare_run, spawn_detached
     from launcher.ledger import Ledger
 
-    options = LaunchOptions(simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, grace_s=grace_seconds)
+    options = LaunchOptions(
+        simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, simulate_within_s=simulate_within,
+        simulate_trace=str(simulate_trace) if simulate_trace else None, trace_speedup=trace_speedup,
+        trace_start_tick=trace_start_tick, grace_s=grace_seconds,
+    )  # fmt: skip
     with Ledger() as ledger:
         run_id = prepare_run(loaded, plan, options, ledger, prov)
         if detach:
@@ -113,10 +133,11 @@ def _clouds(values: list[str]) -> tuple[str, ...] | None:
     return tuple(out) or None
 
 
-def _local_offer(simulate: str | None):
+def _local_offer(simulated: bool):
+    """The local offer as the controller's provider will describe it (spot when simulated)."""
     from launcher.providers.local import LocalProvider, PreemptionSchedule
 
-    return LocalProvider(PreemptionSchedule((1.0,)) if simulate else None).offer()
+    return LocalProvider(PreemptionSchedule((1.0,)) if simulated else None).offer()
 
 
 def _confirm(plan, *, ask_which: bool):

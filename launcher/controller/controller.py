@@ -67,6 +67,7 @@ class ControllerDeps:
     poll_interval_s: float = 0.05
     heartbeat_interval_s: float = 1.0
     max_recoveries: int = 100  # hard stop against a policy that loops forever
+    capacity_retry_s: float = 5.0  # wait before asking the same offer again after a failed provision
     max_wait_s: float = 6 * 3600.0  # longest a policy may keep us waiting in total
     # (ledger, run_id) -> why the run must stop for budget, or None (polled with heartbeats)
     budget_stop: Callable[[object, str], str | None] | None = None
@@ -168,7 +169,11 @@ class Controller:
         preempted_regions = [a.region for a in attempts if a.end_reason in (EndReason.PREEMPTED, EndReason.NODE_LOST)]
         retry_same: ScoredOffer | None = None
         waited_s = 0.0
-        for _ in range(self.d.max_recoveries + 1):
+        recoveries = 0
+        last_failed: ScoredOffer | None = None  # offer whose provision just failed
+        while True:
+            if recoveries > self.d.max_recoveries:
+                break
             self._check_cancel()
             if retry_same is not None:
                 offer, why = retry_same, f"restart after failure {failures}/{self.job.spec.launcher.max_restarts}"
@@ -195,6 +200,13 @@ class Controller:
                     waited_s += wait
                     continue
                 offer, why = decision.offer, decision.reason or self.d.policy.name
+                if last_failed is not None and offer.offer == last_failed.offer:
+                    # The same offer just had no capacity: give it a moment (bounded in total).
+                    if waited_s + self.d.capacity_retry_s > self.d.max_wait_s:
+                        self._fail(EndReason.PROVISION_FAILED, "no capacity on any offer; giving up")
+                        return
+                    self._sleep_watchful(self.d.capacity_retry_s)
+                    waited_s += self.d.capacity_retry_s
                 if previous is not None:
                     self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"policy": self.d.policy.name, "offer": _offer_dict(offer), "reason": why})
             retry_same = None
@@ -202,6 +214,9 @@ class Controller:
             end = self._attempt(offer)
             tried.append(offer)
             previous = offer
+            last_failed = offer if end.reason == EndReason.PROVISION_FAILED else None
+            if end.reason != EndReason.PROVISION_FAILED:
+                recoveries += 1
             if end.reason == EndReason.COMPLETED:
                 self._transition(RunState.SUCCEEDED, reason=EndReason.COMPLETED)
                 return

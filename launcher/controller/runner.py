@@ -42,6 +42,10 @@ DEFAULT_EXPIRY = timedelta(hours=24)
 class LaunchOptions:
     simulate_preemptions: str | None = None  # 'N' or '5,12,30' (seconds into each attempt)
     simulate_seed: int = 0
+    simulate_within_s: float | None = None  # horizon for N random preemptions (default: half the expected run)
+    simulate_trace: str | None = None  # spot trace JSON the local backend follows
+    trace_speedup: float = 1.0
+    trace_start_tick: int = 0
     grace_s: float = DEFAULT_GRACE_SECONDS
     spec_path: str | None = None
     base_dir: str | None = None
@@ -112,10 +116,14 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, 
         shutil.copytree(loaded.workdir, rd / "workdir", ignore=COPY_IGNORE, symlinks=True)
     atomic_write_text(rd / "spec.yaml", loaded.text)
     atomic_write_text(rd / "plan.json", json.dumps(plan_to_dict(plan), indent=1))
-    opts = LaunchOptions(
-        simulate_preemptions=options.simulate_preemptions, simulate_seed=options.simulate_seed,
-        grace_s=options.grace_s, spec_path=str(loaded.path) if loaded.path else None, base_dir=str(loaded.base_dir),
-    )  # fmt: skip
+    from dataclasses import replace
+
+    opts = replace(
+        options,
+        simulate_trace=str(Path(options.simulate_trace).resolve()) if options.simulate_trace else None,
+        spec_path=str(loaded.path) if loaded.path else None,
+        base_dir=str(loaded.base_dir),
+    )
     atomic_write_text(rd / "launch.json", json.dumps(asdict(opts), indent=1))
     return prov.run_id
 
@@ -148,14 +156,17 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: 
     """local -> one LocalProvider per controller (with the simulated preemption schedule,
     continuing after the placements already made); others from the registry."""
     from launcher.providers import registry
-    from launcher.providers.local import LocalProvider, PreemptionSchedule
+    from launcher.providers.local import LocalProvider, PreemptionSchedule, SpotTrace
 
     schedule = None
     if opts.simulate_preemptions:
-        horizon = max(2.0, expected_hours * 3600.0 / 2)
+        horizon = opts.simulate_within_s or max(2.0, expected_hours * 3600.0 / 2)
         schedule = PreemptionSchedule.parse(opts.simulate_preemptions, seed=opts.simulate_seed, horizon_s=horizon)
+    trace = None
+    if opts.simulate_trace:
+        trace = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
     previous_local = sum(1 for a in ledger.attempts(run_id) if a.cloud == "local")
-    local = LocalProvider(schedule, placements_before=previous_local)
+    local = LocalProvider(schedule, trace=trace, placements_before=previous_local)
     cache: dict[str, object] = {"local": local}
 
     def provider_for(cloud: str):
@@ -178,12 +189,19 @@ def run_controller(
     from launcher.executors import executor_for
 
     job, opts, loaded = load_job(run_id, ledger)
+    retry_s = 5.0
+    if opts.simulate_trace:  # retry about once per (compressed) trace tick
+        from launcher.providers.local import SpotTrace
+
+        t = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
+        retry_s = max(0.05, min(5.0, t.gap_seconds / t.speedup))
     deps = ControllerDeps(
         ledger=ledger,
         provider_for=make_provider_for(run_id, opts, ledger, job.plan.work_hours),
         executor_for=lambda cloud: executor_for(cloud),
         policy=recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None),
         notify=notify,
+        capacity_retry_s=retry_s,
     )
     controller = Controller(job, deps, mode=mode)
     previous: dict[int, object] = {}

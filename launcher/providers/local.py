@@ -67,6 +67,41 @@ class PreemptionSchedule:
         return self.delays_s[attempt_index] if 0 <= attempt_index < len(self.delays_s) else None
 
 
+@dataclass(frozen=True)
+class SpotTrace:
+    """Spot availability over time (the format of `spot-traces/*.json`: `{"metadata":
+    {"gap_seconds": G}, "data": [0|1, ...]}`, 1 = no spot capacity in that tick), replayed
+    `speedup` times faster than real time from `start_tick`. After the last tick capacity
+    stays available."""
+
+    data: tuple[int, ...]
+    gap_seconds: float
+    speedup: float = 1.0
+    start_tick: int = 0
+
+    @classmethod
+    def load(cls, path, *, speedup: float = 1.0, start_tick: int = 0) -> SpotTrace:
+        import json
+        from pathlib import Path
+
+        try:
+            raw = json.loads(Path(path).read_text())
+            data = tuple(int(x) for x in raw["data"])
+            gap = float(raw["metadata"]["gap_seconds"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"cannot read spot trace {str(path)!r}: {e}") from None
+        if gap <= 0 or speedup <= 0 or not (0 <= start_tick < max(len(data), 1)):
+            raise ValueError("spot trace: gap_seconds and speedup must be positive, start_tick inside the trace")
+        return cls(data, gap, speedup, start_tick)
+
+    def tick_at(self, elapsed_s: float) -> int:
+        return self.start_tick + int(elapsed_s * self.speedup / self.gap_seconds)
+
+    def available_at(self, elapsed_s: float) -> bool:
+        tick = self.tick_at(elapsed_s)
+        return tick >= len(self.data) or self.data[tick] == 0
+
+
 def _memory_gib() -> float | None:
     try:
         with open("/proc/meminfo") as f:
@@ -81,10 +116,23 @@ def _memory_gib() -> float | None:
 class LocalProvider(Provider):
     name = LOCAL_CLOUD
 
-    def __init__(self, preemptions: PreemptionSchedule | None = None, *, placements_before: int = 0) -> None:
+    def __init__(
+        self,
+        preemptions: PreemptionSchedule | None = None,
+        *,
+        trace: SpotTrace | None = None,
+        placements_before: int = 0,
+        clock=None,
+    ) -> None:
         """`placements_before`: local placements this run already had (a resumed controller
-        continues the schedule where the previous one stopped)."""
+        continues the schedule where the previous one stopped). With a `trace`, capacity
+        comes and goes as the trace says (time 0 = when this provider was created)."""
+        import time
+
         self.preemptions = preemptions
+        self.trace = trace
+        self._clock = clock or time.monotonic
+        self._t0 = self._clock()
         self._provisioned = placements_before
         self._attempt_index: dict[str, int] = {}  # cluster -> index into the schedule
 
@@ -101,16 +149,25 @@ class LocalProvider(Provider):
             vcpus=float(os.cpu_count() or 1),
             memory_gib=_memory_gib(),
             gpu_memory_gib=None,
-            spot=self.preemptions is not None,
+            spot=self.simulated_spot,
             price_usd_per_hour=0.0,
             on_demand_price_usd_per_hour=0.0,
         )
+
+    @property
+    def simulated_spot(self) -> bool:
+        return self.preemptions is not None or self.trace is not None
 
     # ---- Provider -----------------------------------------------------------------------------
     def credentials(self) -> CredentialStatus:
         return CredentialStatus(LOCAL_CLOUD, True, "always available")
 
     def provision(self, request: ClusterRequest) -> ClusterHandle:
+        if self.trace is not None and not self.trace.available_at(self._clock() - self._t0):
+            from launcher.errors import ProviderError
+
+            tick = self.trace.tick_at(self._clock() - self._t0)
+            raise ProviderError(f"no spot capacity (simulated trace, tick {tick})")
         self._attempt_index[request.cluster] = self._provisioned
         self._provisioned += 1
         nodes = tuple(Node(instance_id=f"{request.cluster}-n{r}", ip="127.0.0.1", rank=r) for r in range(request.num_nodes))
@@ -133,6 +190,8 @@ class LocalProvider(Provider):
     # ---- simulated spot capacity --------------------------------------------------------------
     def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
         """A reason string once the cluster is due to be preempted, else None."""
+        if self.trace is not None and not self.trace.available_at(self._clock() - self._t0):
+            return f"simulated trace: spot capacity gone at tick {self.trace.tick_at(self._clock() - self._t0)}"
         if self.preemptions is None:
             return None
         idx = self._attempt_index.get(handle.cluster)

@@ -313,3 +313,30 @@ def test_project_budget_in_budgets_yaml_refuses(tmp_path, monkeypatch, launcher_
     # another project is not limited by it
     other = write_spec(tmp_path, "resources: {accelerators: 'L4:1', infra: aws}\nrun: x\nlauncher: {project: nlp}\n", name="o.yaml")
     assert cli_inproc(capsys, "launch", str(other), "--dry-run")[0] == 0
+
+
+def test_local_backend_follows_a_spot_trace(tmp_path):
+    # One tick per 0.5 s: capacity for 2 ticks, gone for 2, then back for good.
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"metadata": {"gap_seconds": 30}, "data": [0, 0, 0, 1, 1, 0]}')
+    spec = write_spec(
+        tmp_path,
+        """
+        name: counter
+        run: |
+          f=$LAUNCHER_CHECKPOINT_DIR/step; i=$(cat $f 2>/dev/null || echo 0)
+          echo "attempt $LAUNCHER_ATTEMPT resumes at $i"
+          trap 'echo $i > $f; exit 75' TERM
+          while [ $i -lt 40 ]; do i=$((i+1)); sleep 0.05; done
+          echo "done at $i"
+        """,
+    )
+    r = run_cli("launch", str(spec), "--yes", "--simulate-trace", str(trace), "--trace-speedup", "60")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "done at 40"
+    (run,) = ledger_runs()
+    reasons = [a.end_reason for a in ledger_attempts(run.run_id)]
+    assert reasons[0] == "preempted" and reasons[-1] == "completed"
+    assert set(reasons[1:-1]) <= {"provision_failed"}  # retried while the trace had no capacity
+    starts = [int(line.split()[-1]) for line in r.stdout.splitlines() if "resumes at" in line]
+    assert starts[0] == 0 and starts[-1] > 0  # the second placement resumed from the checkpoint

@@ -235,3 +235,28 @@ def test_file_mounts_link_local_sources_into_the_job_dir(tmp_path):
     assert ex.wait(30).outcome is Outcome.SUCCEEDED
     assert log_path(req.run_dir, 0).read_text() == "payloadpayload"
     assert sorted(ex.mounts_skipped) == ["/abs/data", "bucket"] and not Path("/abs/data").exists()
+
+
+def test_spot_trace_replay_and_local_provider_capacity(tmp_path):
+    from launcher.errors import ProviderError
+    from launcher.providers.local import SpotTrace
+
+    f = tmp_path / "trace.json"
+    f.write_text('{"metadata": {"gap_seconds": 60}, "data": [0, 0, 1, 0]}')
+    trace = SpotTrace.load(f, speedup=60)  # one tick per second
+    assert [trace.available_at(s) for s in (0, 1.5, 2.0, 2.9, 3.0, 99)] == [True, True, False, False, True, True]
+    now = [0.0]
+    p = LocalProvider(trace=trace, clock=lambda: now[0])
+    assert p.offer().spot is True
+    h = p.provision(ClusterRequest(cluster="c1", offer=p.offer(), num_nodes=1, tags={}))
+    assert p.preemption_notice(h, 1.0) is None
+    now[0] = 2.5
+    assert "tick 2" in p.preemption_notice(h, 2.5)
+    with pytest.raises(ProviderError, match="no spot capacity"):
+        p.provision(ClusterRequest(cluster="c2", offer=p.offer(), num_nodes=1, tags={}))
+    now[0] = 3.2
+    p.provision(ClusterRequest(cluster="c3", offer=p.offer(), num_nodes=1, tags={}))
+    for bad in ('{"data": [0]}', '{"metadata": {"gap_seconds": 0}, "data": [0]}', "nope"):
+        f.write_text(bad)
+        with pytest.raises(ValueError, match="spot trace"):
+            SpotTrace.load(f)
