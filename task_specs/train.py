@@ -27,6 +27,7 @@ import json  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from datetime import timedelta  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -187,12 +188,69 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 # ---- the job ------------------------------------------------------------------------------
+class ConfigMismatch(ValueError):
+    """The checkpoint was written by a run with other hyperparameters or world size."""
+
+
+@dataclass
+class Job:
+    """Everything a checkpoint holds, plus where this rank stands."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    config: dict
+    world: int
+    rank: int
+    store: CheckpointStore | None
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0  # next batch within `epoch`
+
+    def restore(self, loaded: LoadedCheckpoint, device: torch.device) -> None:
+        tensors, progress = read_training_state(loaded, map_location=device)
+        if progress["config"] != self.config:
+            raise ConfigMismatch(
+                f"checkpoint {loaded.checkpoint.url} was written with {progress['config']}, "
+                f"this run has {self.config}; use another --checkpoint-dir"
+            )
+        self.model.load_state_dict(tensors["model"])
+        self.optimizer.load_state_dict(tensors["optimizer"])
+        self.scheduler.load_state_dict(tensors["scheduler"])
+        restore_torch_rng(tensors["torch_rng"][self.rank])
+        restore_rng_state(progress["rng"][self.rank])
+        self.step, self.epoch, self.batch = progress["step"], progress["epoch"], progress["batch"]
+
+    def save(self, reason: str) -> None:
+        """Collective: every rank contributes its RNG states; rank 0 writes."""
+        rng, torch_rng = capture_rng_state(), torch_rng_tensors()
+        rngs, torch_rngs = [rng], [torch_rng]
+        if self.world > 1:
+            rngs, torch_rngs = [None] * self.world, [None] * self.world
+            dist.all_gather_object(rngs, rng)
+            dist.all_gather_object(torch_rngs, torch_rng)
+        if self.rank == 0 and self.store is not None:
+            started = time.monotonic()
+            tensors = {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "torch_rng": torch_rngs,
+            }
+            progress = {"step": self.step, "epoch": self.epoch, "batch": self.batch, "rng": rngs, "config": self.config}
+            metadata = {"reason": reason, "epoch": self.epoch, "batch": self.batch, "world_size": self.world}
+            ckpt = save_training_state(self.store, self.step, tensors, progress, metadata=metadata)
+            log("checkpoint", step=self.step, reason=reason, checkpoint=ckpt.checkpoint_id,
+                save_s=round(time.monotonic() - started, 4))  # fmt: skip
+        if self.world > 1:
+            dist.barrier()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     world, rank = world_from_env()
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if use_cuda else "cpu")
     if use_cuda:
         torch.cuda.set_device(device)
     torch.set_num_threads(args.num_threads)
@@ -200,8 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cudnn.benchmark = False
     notice.install()
     init_distributed(world, rank, device)
-    is_main = rank == 0
+    try:
+        return run(args, world, rank, device)
+    finally:
+        if world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
 
+
+def run(args: argparse.Namespace, world: int, rank: int, device: torch.device) -> int:
+    is_main = rank == 0
     x_train, y_train, x_test, y_test = (t.to(device) for t in load_digits_split(args.seed))
     per_rank = len(y_train) // world
     steps_per_epoch = per_rank // args.batch_size
@@ -224,107 +289,73 @@ def main(argv: list[str] | None = None) -> int:
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        ddp = DistributedDataParallel(model, device_ids=[device.index] if use_cuda else None)
+        ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     # Only rank 0 touches the store; the others get the checkpoint's bytes from it.
     store = CheckpointStore(args.checkpoint_dir, keep_last=args.keep_last) if args.checkpoint_dir and is_main else None
-    step, epoch, batch = 0, 0, 0
+    job = Job(model, optimizer, scheduler, config, world, rank, store)
     if args.checkpoint_dir:
         loaded = resume(store, world, rank)
         if loaded is not None:
-            tensors, progress = read_training_state(loaded, map_location=device)
-            if progress["config"] != config:
+            try:
+                job.restore(loaded, device)
+            except ConfigMismatch as exc:
                 if is_main:
-                    print(
-                        f"checkpoint {loaded.checkpoint.url} was written with {progress['config']}, "
-                        f"this run has {config}; use another --checkpoint-dir",
-                        file=sys.stderr,
-                    )
-                shutdown(world)
+                    print(exc, file=sys.stderr)
                 return BAD_INPUT_EXIT_CODE
-            model.load_state_dict(tensors["model"])
-            optimizer.load_state_dict(tensors["optimizer"])
-            scheduler.load_state_dict(tensors["scheduler"])
-            restore_torch_rng(tensors["torch_rng"][rank])
-            restore_rng_state(progress["rng"][rank])
-            step, epoch, batch = progress["step"], progress["epoch"], progress["batch"]
             if is_main:
-                log("resumed", step=step, epoch=epoch, batch=batch, checkpoint=loaded.checkpoint.checkpoint_id)
-
-    def save(reason: str) -> None:
-        # Collective: every rank contributes its RNG states; rank 0 writes.
-        rng = capture_rng_state()
-        torch_rng = torch_rng_tensors()
-        if world > 1:
-            rngs, torch_rngs = [None] * world, [None] * world
-            dist.all_gather_object(rngs, rng)
-            dist.all_gather_object(torch_rngs, torch_rng)
-        else:
-            rngs, torch_rngs = [rng], [torch_rng]
-        if is_main and store is not None:
-            started = time.monotonic()
-            tensors = {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "torch_rng": torch_rngs,
-            }
-            progress = {"step": step, "epoch": epoch, "batch": batch, "rng": rngs, "config": config}
-            metadata = {"reason": reason, "epoch": epoch, "batch": batch, "world_size": world}
-            ckpt = save_training_state(store, step, tensors, progress, metadata=metadata)
-            log("checkpoint", step=step, reason=reason, checkpoint=ckpt.checkpoint_id,
-                save_s=round(time.monotonic() - started, 4))  # fmt: skip
-        if world > 1:
-            dist.barrier()
+                log("resumed", step=job.step, epoch=job.epoch, batch=job.batch,
+                    checkpoint=loaded.checkpoint.checkpoint_id)  # fmt: skip
 
     last_save_s = time.monotonic()
-    resumed_at = step
+    resumed_at = job.step
     ddp.train()
-    while step < total_steps:
-        if batch == 0 and is_main:
-            log("epoch_start", epoch=epoch, step=step)
-        order = epoch_order(len(y_train), args.seed, epoch)[rank::world][:per_rank]
-        while batch < steps_per_epoch and step < total_steps:
+    while job.step < total_steps:
+        if job.batch == 0 and is_main:
+            log("epoch_start", epoch=job.epoch, step=job.step)
+        order = epoch_order(len(y_train), args.seed, job.epoch)[rank::world][:per_rank]
+        while job.batch < steps_per_epoch and job.step < total_steps:
             started = time.monotonic()
-            idx = order[batch * args.batch_size : (batch + 1) * args.batch_size].to(device)
+            idx = order[job.batch * args.batch_size : (job.batch + 1) * args.batch_size].to(device)
             loss = cross_entropy(ddp(augment(x_train[idx])), y_train[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             scheduler.step()
-            step += 1
-            batch += 1
-            if batch == steps_per_epoch:
-                epoch, batch = epoch + 1, 0
-            if is_main and (step % args.log_every_steps == 0 or step == total_steps):
-                log("step", step=step, epoch=epoch, loss=loss.item(), lr=scheduler.get_last_lr()[0])
+            job.step += 1
+            job.batch += 1
+            epoch_done = job.batch == steps_per_epoch
+            if epoch_done:
+                job.epoch, job.batch = job.epoch + 1, 0
+            if is_main and (job.step % args.log_every_steps == 0 or job.step == total_steps):
+                log("step", step=job.step, epoch=job.epoch, loss=loss.item(), lr=scheduler.get_last_lr()[0])
             if args.step_time_s > 0:
                 time.sleep(max(0.0, args.step_time_s - (time.monotonic() - started)))
             time_due = (
                 args.checkpoint_every_seconds is not None
                 and time.monotonic() - last_save_s >= args.checkpoint_every_seconds
             )
+            # Every rank must take the same branch: a notice on any rank stops them all.
             preempted, time_due = any_rank([notice.requested(), time_due], world, device)
             if preempted:
-                save("preemption")
+                job.save("preemption")
                 if is_main:
-                    log("preempted", step=step, source=notice.notice().source if notice.notice() else "peer")
-                shutdown(world)
+                    got = notice.notice()
+                    log("preempted", step=job.step, source=got.source if got else "peer")
                 return PREEMPTED_EXIT_CODE
-            if step < total_steps and (step % args.checkpoint_every_steps == 0 or time_due):
-                save("interval" if not time_due else "interval_seconds")
+            if job.step < total_steps and (job.step % args.checkpoint_every_steps == 0 or time_due):
+                job.save("interval_seconds" if time_due else "interval")
                 last_save_s = time.monotonic()
-            if batch == 0 and is_main:
-                log("eval", epoch=epoch - 1, step=step, test_accuracy=accuracy(model, x_test, y_test))
-            if batch == 0:
+            if epoch_done:
+                if is_main:
+                    log("eval", epoch=job.epoch - 1, step=job.step, test_accuracy=accuracy(model, x_test, y_test))
                 break
 
-    if step > resumed_at:
-        save("final")
+    if job.step > resumed_at:
+        job.save("final")
     digest = weights_sha256(model.state_dict())
     if is_main:
-        log("done", step=step, test_accuracy=accuracy(model, x_test, y_test))
-    shutdown(world)
+        log("done", step=job.step, test_accuracy=accuracy(model, x_test, y_test))
     print(f"final_weights_sha256={digest}", flush=True)
     return 0
 
@@ -338,11 +369,6 @@ def resume(store: CheckpointStore | None, world: int, rank: int) -> LoadedCheckp
     box = [loaded]
     dist.broadcast_object_list(box, src=0)
     return box[0]
-
-
-def shutdown(world: int) -> None:
-    if world > 1 and dist.is_initialized():
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ TRAIN = Path(__file__).resolve().parents[2] / "task_specs" / "train.py"
 def train_mod():
     spec = importlib.util.spec_from_file_location("train_example", TRAIN)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up here
     spec.loader.exec_module(mod)
-    return mod
+    yield mod
+    sys.modules.pop(spec.name, None)
 
 
 @pytest.fixture
