@@ -27,7 +27,7 @@ def launch(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write and start nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run the controller in the background; print the run id."),
-    cloud: list[str] = typer.Option([], "--cloud", help="Only these clouds (repeatable), e.g. --cloud local."),
+    cloud: list[str] = typer.Option([], "--cloud", metavar="CLOUD", help="Only these clouds (repeatable), e.g. --cloud local."),
     spot: bool | None = typer.Option(None, "--spot/--on-demand", help="Only spot / only on-demand offers."),
     catalog_dir: Path | None = typer.Option(None, "--catalog-dir", help="Catalogs in DIR/<cloud>/vms.csv."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a run whose controller died."),

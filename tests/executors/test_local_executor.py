@@ -17,11 +17,16 @@ from launcher.providers.base import ClusterRequest
 from launcher.providers.local import LocalProvider, PreemptionSchedule
 
 
+# Unique per test process: the crash-cleanup test kills every process carrying this run id, so
+# parallel workers (pytest -n) must not share one.
+RUN_ID = f"r-test-{os.getpid()}"
+
+
 def _request(tmp_path: Path, *, run: str | None, setup: str | None = None, num_nodes: int = 1, **kw) -> ExecRequest:
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
     return ExecRequest(
-        run_id="r-test", attempt=kw.pop("attempt", 1), run_dir=run_dir, workdir=kw.pop("workdir", None),
+        run_id=kw.pop("run_id", RUN_ID), attempt=kw.pop("attempt", 1), run_dir=run_dir, workdir=kw.pop("workdir", None),
         setup=setup, run=run, num_nodes=num_nodes, gpus_per_node=0,
         checkpoint_dir=run_dir / "checkpoints", **kw,
     )  # fmt: skip
@@ -51,9 +56,9 @@ def test_multi_rank_env_vars_and_logs(tmp_path):
         fields = dict(kv.split("=", 1) for kv in line.split())
         assert fields["rank"] == str(rank)
         assert fields["n"] == "3" and fields["gpus"] == "0" and fields["user"] == "hello"
-        assert fields["run"] == "r-test" and fields["attempt"] == "1"
+        assert fields["run"] == RUN_ID and fields["attempt"] == "1"
         assert fields["ckpt"] == str(req.run_dir / "checkpoints")
-        assert fields["task"] == "r-test-a1"
+        assert fields["task"] == f"{RUN_ID}-a1"
         ports.add(fields["master"])
         assert (wd / f"ips-{rank}.txt").read_text() == "127.0.0.1\n127.0.0.1\n127.0.0.1"
         # the job's `python` is this interpreter's (the venv that has torch)
@@ -217,7 +222,7 @@ def test_run_processes_are_found_by_their_run_id_without_procs_json(tmp_path):
     ex = _start(req)
     _wait_for_text(log_path(req.run_dir, 1), "started")
     (req.run_dir / "procs.json").unlink()  # as if the controller died before writing it
-    assert sorted(kill_recorded_processes(req.run_dir, grace_s=2, run_id="r-test")) == sorted(ex.process_groups)
+    assert sorted(kill_recorded_processes(req.run_dir, grace_s=2, run_id=RUN_ID)) == sorted(ex.process_groups)
     assert ex.wait(10).outcome is Outcome.FAILED  # killed by SIGTERM (143), not our doing
 
 
