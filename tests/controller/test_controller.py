@@ -220,3 +220,56 @@ def test_next_offer_policy():
 def test_unknown_recovery_policy_is_bad_input():
     with pytest.raises(UnknownNameError):
         recovery_policy("nxt-offer")
+
+
+class _WaitOncePolicy(NextOfferPolicy):
+    name = "wait-once"
+
+    def __init__(self):
+        self.calls = 0
+
+    def choose(self, ctx):
+        from launcher.policies.base import RecoveryDecision
+
+        self.calls += 1
+        if self.calls == 1:
+            return RecoveryDecision(None, wait_seconds=0.01, reason="capacity may come back")
+        return super().choose(ctx)
+
+
+def test_policy_may_ask_to_wait_before_the_next_placement(ledger, tmp_path):
+    job = make_job(ledger, tmp_path)
+    policy = _WaitOncePolicy()
+    executor = ScriptedExecutor([lambda: ScriptedExecution(Outcome.PREEMPTED, exit_code=75), _ok])
+    result = Controller(job, make_deps(ledger, ScriptedProvider(), executor, policy=policy)).run()
+    assert result.state == "succeeded" and policy.calls == 2
+    waits = [e.data for e in ledger.events(job.run_id, kind="recovery") if e.data.get("decision") == "wait"]
+    assert waits == [{"decision": "wait", "seconds": 0.01, "reason": "capacity may come back"}]
+
+
+def test_deadline_aware_policy_from_the_registry_gets_a_decision_state(ledger, tmp_path):
+    policy = recovery_policy(None, has_deadline=True)
+    assert policy.name == "deadline-aware"
+    seen = []
+    original = policy.choose
+
+    def spy(ctx):
+        seen.append(ctx.state)
+        return original(ctx)
+
+    policy.choose = spy
+    job = make_job(ledger, tmp_path, spec_text="run: x\nlauncher: {deadline: 6h, expected_hours: 1}\n")
+    executor = ScriptedExecutor([lambda: ScriptedExecution(Outcome.PREEMPTED, exit_code=75), _ok])
+    result = Controller(job, make_deps(ledger, ScriptedProvider(), executor, policy=policy)).run()
+    assert result.state == "succeeded"
+    (state,) = seen
+    assert state.deadline_hours == 6 and state.work_total_hours == 1.0 and state.preemptions == 1
+    assert state.current.value == "none" and 0 <= state.work_done_hours < 0.1
+    assert state.spot_price_usd_per_hour == 1.0 and state.on_demand_price_usd_per_hour is None
+
+
+def test_image_runtime_is_recorded(ledger, tmp_path):
+    job = make_job(ledger, tmp_path, spec_text="resources: {image_id: 'docker:ubuntu:22.04'}\nrun: x\n")
+    Controller(job, make_deps(ledger, ScriptedProvider(), ScriptedExecutor([_ok]))).run()
+    (e,) = ledger.events(job.run_id, kind="image")
+    assert e.data == {"image": "docker:ubuntu:22.04", "image_runtime": "host"}
