@@ -193,9 +193,16 @@ def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_star
     from launcher.controller.logs import LogFollower
     from launcher.controller.runner import run_controller, run_dir
 
+    closed = []
+
     def out(line: str) -> None:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        if closed:
+            return
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError):  # e.g. `launch ... | head`: the job goes on, logs stay in the file
+            closed.append(True)
 
     follower = LogFollower(run_dir(run_id), out, multi=num_nodes > 1, from_start=from_start).start()
     try:
