@@ -140,19 +140,17 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
 
     gpu = attempts["accelerator_count"].to_numpy(dtype="float64")
     rows, bucket, m = compute_segments(iv, attempts, edges, gpu)
-    seg = {src: attempts[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
-    seg["run_id"] = attempts["run_id"].to_numpy(dtype="object")[rows]
-    seg["_bucket"] = bucket
-    seg.update(m)
-    seg["x_CheckpointStorageCost"] = np.zeros(len(rows))
-    frames = [pd.DataFrame(seg)]
+    m["x_CheckpointStorageCost"] = np.zeros(len(rows))
+    keys = {src: attempts[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
+    runs = attempts["run_id"].to_numpy(dtype="object")[rows]
     ck = _storage_segments(data.facts.checkpoints, query, key_specs, edges, min(until, data.as_of), data.as_of)
     if ck is not None:
-        frames.append(ck)
-    segs = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-
-    keys = [src for src, _ in key_specs] + (["_bucket"] if time_key else [])
-    frame = _group(segs, keys, key_specs, time_key, edges)
+        ck_keys, ck_bucket, ck_m = ck
+        keys = {src: np.concatenate([v, ck_keys[src]]) for src, v in keys.items()}
+        bucket = np.concatenate([bucket, ck_bucket])
+        m = {k: np.concatenate([v, ck_m.get(k, np.zeros(len(ck_bucket)))]) for k, v in m.items()}
+    out = _aggregate(keys, bucket if time_key else None, runs, m)
+    frame = _format(out, key_specs, time_key, edges)
     if "attempt" in by:
         frame = _add_attempt_dimensions(frame, attempts)
     window = Window(datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC))
@@ -179,7 +177,8 @@ def _storage_segments(
     edges: np.ndarray,
     horizon: float,
     as_of: float,
-) -> pd.DataFrame | None:
+) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]] | None:
+    """Checkpoint storage per bucket: (key arrays, bucket indices, measures), or None."""
     if ck is None or len(ck) == 0:
         return None
     a = query.assumptions
@@ -195,13 +194,13 @@ def _storage_segments(
     hours = overlap(start[rows], end[rows], edges[bucket], edges[bucket + 1]) / 3600.0
     gb = ck["size_bytes"].to_numpy(dtype="float64")[rows] / 1e9
     price = a.storage_price(ck["cloud"])[rows]
-    seg: dict[str, Any] = {src: ck[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
-    seg["run_id"] = None  # runs are counted from their attempts
-    seg["_bucket"] = bucket
-    seg["x_CheckpointStorageCost"] = np.nan_to_num(gb * hours / HOURS_PER_MONTH * price)
-    seg["seg_start"] = np.maximum(start[rows], edges[bucket])
-    seg["seg_end"] = np.minimum(end[rows], edges[bucket + 1])
-    return pd.DataFrame(seg)
+    keys = {src: ck[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
+    measures = {
+        "x_CheckpointStorageCost": np.nan_to_num(gb * hours / HOURS_PER_MONTH * price),
+        "seg_start": np.maximum(start[rows], edges[bucket]),
+        "seg_end": np.minimum(end[rows], edges[bucket + 1]),
+    }
+    return keys, bucket, measures
 
 
 _SUMS = (
@@ -218,26 +217,42 @@ _SUMS = (
 )
 
 
-def _group(
-    segs: pd.DataFrame,
-    keys: list[str],
-    key_specs: list[tuple[str, str]],
-    time_key: str | None,
-    edges: np.ndarray,
+def _aggregate(
+    keys: dict[str, np.ndarray], bucket: np.ndarray | None, runs: np.ndarray, measures: dict[str, np.ndarray]
 ) -> pd.DataFrame:
-    for src, _ in key_specs:
-        segs[src] = segs[src].fillna(NONE_LABEL)
-    if keys:
-        g = segs.groupby(keys, sort=True, observed=True)
-        out = g[list(_SUMS)].sum()
-        out["seg_start"] = g["seg_start"].min()
-        out["seg_end"] = g["seg_end"].max()
-        out["x_Runs"] = g["run_id"].nunique()
-        out = out.reset_index()
-    else:
-        out = pd.DataFrame({c: [segs[c].sum()] for c in _SUMS})
-        out["seg_start"], out["seg_end"] = segs["seg_start"].min(), segs["seg_end"].max()
-        out["x_Runs"] = segs["run_id"].nunique()
+    """Group segments by integer codes (factorized keys, bucket): sums by bincount, period
+    bounds by min/max, distinct runs by unique (group, run) pairs. `runs` covers the first
+    len(runs) segments (attempts); later ones (storage) do not count runs."""
+    n = len(next(iter(measures.values())))
+    gid = np.zeros(n, dtype="int64")
+    uniques: dict[str, np.ndarray] = {}
+    codes: dict[str, np.ndarray] = {}
+    for src, values in keys.items():
+        values = np.where(pd.isna(values), NONE_LABEL, values)
+        c, u = pd.factorize(values, sort=True)
+        codes[src], uniques[src] = c, np.asarray(u, dtype=object)
+        gid = gid * max(1, len(u)) + c
+    if bucket is not None:
+        gid = gid * (int(bucket.max()) + 1 if len(bucket) else 1) + bucket
+    gid, _ = pd.factorize(gid, sort=True)
+    ng = int(gid.max()) + 1 if n else 0
+    first = np.full(ng, 0, dtype="int64")
+    first[gid[::-1]] = np.arange(n)[::-1]
+    out: dict[str, Any] = {src: uniques[src][codes[src][first]] for src in keys}
+    if bucket is not None:
+        out["_bucket"] = bucket[first]
+    for name in _SUMS:
+        out[name] = np.bincount(gid, weights=measures[name], minlength=ng)
+    bounds = pd.DataFrame({"s": measures["seg_start"], "e": measures["seg_end"]}).groupby(gid)
+    out["seg_start"] = bounds["s"].min().to_numpy()
+    out["seg_end"] = bounds["e"].max().to_numpy()
+    run_codes, run_uniques = pd.factorize(runs)
+    pairs = pd.unique(gid[: len(runs)] * max(1, len(run_uniques)) + run_codes)
+    out["x_Runs"] = np.bincount(pairs // max(1, len(run_uniques)), minlength=ng)
+    return pd.DataFrame(out)
+
+
+def _format(out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str | None, edges: np.ndarray) -> pd.DataFrame:
     if time_key:
         b = out["_bucket"].to_numpy()
         out["seg_start"], out["seg_end"] = edges[b], edges[b + 1]

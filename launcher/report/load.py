@@ -34,18 +34,55 @@ def _num(expr: Any) -> Any:
     return func.coalesce(expr, literal(NULL))
 
 
-def _columns(rows: list[tuple], names: Sequence[str], numeric: set[str]) -> pd.DataFrame:
-    """Rows -> DataFrame: numeric columns via numpy (sentinel -1 -> NaN), others as objects."""
+def _columns(rows: list[tuple], names: Sequence[str], numeric: set[str], times: set[str] = frozenset()) -> pd.DataFrame:
+    """Rows -> DataFrame: numeric columns via numpy (sentinel -1 -> NaN), `times` (SQLite's
+    'YYYY-MM-DD HH:MM:SS.ffffff' text, parsed by pandas in C) as epoch seconds, others as objects."""
     cols = list(zip(*rows)) if rows else [() for _ in names]
     data: dict[str, Any] = {}
     for name, col in zip(names, cols):
-        if name in numeric:
+        if name in times:
+            parsed = pd.to_datetime(np.array(col, dtype=object), format="ISO8601")
+            us = parsed.as_unit("us").asi8.astype("float64")
+            us[np.asarray(parsed.isna())] = np.nan
+            data[name] = us / 1e6
+        elif name in numeric:
             arr = np.array(col, dtype="float64")
             arr[arr == NULL] = np.nan
             data[name] = arr
         else:
             data[name] = pd.Series(np.array(col, dtype=object), dtype=object)
     return pd.DataFrame(data, copy=False)
+
+
+class _Select:
+    """Columns of one bulk query: numbers (NULL -> -1), times and text. Times are the raw column
+    on SQLite (parsed by pandas: much cheaper than strftime per row) and epoch() elsewhere."""
+
+    def __init__(self, conn: Any) -> None:
+        self.sqlite = conn.dialect.name == "sqlite"
+        self.cols: dict[str, Any] = {}
+        self.numeric: set[str] = set()
+        self.times: set[str] = set()
+
+    def num(self, name: str, expr: Any) -> None:
+        self.cols[name] = _num(expr)
+        self.numeric.add(name)
+
+    def time(self, name: str, expr: Any) -> None:
+        if self.sqlite:
+            self.cols[name] = expr
+            self.times.add(name)
+        else:
+            self.num(name, epoch(expr))
+
+    def text(self, name: str, expr: Any) -> None:
+        self.cols[name] = expr
+
+    def statement(self) -> Any:
+        return select(*[c.label(n) for n, c in self.cols.items()])
+
+    def frame(self, conn: Any, stmt: Any) -> pd.DataFrame:
+        return _columns(_fetch(conn, stmt), list(self.cols), self.numeric, self.times)
 
 
 def _fetch(conn: Any, stmt: Any) -> list[tuple]:
@@ -56,17 +93,17 @@ def _fetch(conn: Any, stmt: Any) -> list[tuple]:
         result.close()
 
 
-def _attempt_window(a: Any, since: float | None, until: float | None) -> Any:
-    """Attempts whose billed interval may overlap [since, until)."""
+def _attempt_window(a: Any, window: Window) -> Any:
+    """Attempts whose billed interval may overlap [since, until) (typed comparisons: indexes)."""
     conds = []
-    if until is not None:
-        conds.append(epoch(a.started_at) < until)
-    if since is not None:
+    if window.until is not None:
+        conds.append(a.started_at < window.until)
+    if window.since is not None:
         conds.append(
             or_(
                 a.ended_at.is_(None),
-                epoch(a.ended_at) >= since,
-                epoch(a.started_at) + func.coalesce(a.billed_seconds, 0.0) >= since,
+                a.ended_at >= window.since,
+                epoch(a.started_at) + func.coalesce(a.billed_seconds, 0.0) >= window.since.timestamp(),
             )
         )
     return and_(true(), *conds)
@@ -85,16 +122,14 @@ def load_ledger_data(
 ) -> LedgerData:
     """Attempts overlapping the window with their run's `keys` and per-attempt event facts,
     plus checkpoint and price rows. `timings`, when given, receives seconds per phase."""
-    since = window.since.timestamp() if window.since else None
-    until = window.until.timestamp() if window.until else None
     as_of = (now or ledger.now()).timestamp()
     detail = "attempt_id" in keys or with_tags
     t0 = time.perf_counter()
     with ledger.engine.connect() as conn:
-        attempts = _attempts(conn, since, until, keys, detail)
+        attempts = _attempts(conn, window, keys, detail)
         t1 = time.perf_counter()
-        checkpoints = _checkpoints(conn, since, until, keys, checkpoint_keep_last, retention_s)
-        prices = _prices(conn, since, until)
+        checkpoints = _checkpoints(conn, window, keys, checkpoint_keep_last, retention_s)
+        prices = _prices(conn)
         t2 = time.perf_counter()
         if with_tags:
             attempts["tags"] = _run_tags(conn, attempts["run_id"])
@@ -151,59 +186,56 @@ def _event_facts_columns(conn: Any, a: Any) -> tuple[dict[str, Any], Any]:
     return {k: agg.c[k] for k in ("teardown", "last_ckpt", "resume", "overhead", "n_price")}, agg
 
 
-def _attempts(conn: Any, since: float | None, until: float | None, keys: Sequence[str], detail: bool) -> pd.DataFrame:
+def _attempts(conn: Any, window: Window, keys: Sequence[str], detail: bool) -> pd.DataFrame:
     a, r = m.attempts.c, m.runs.c
     ev, agg = _event_facts_columns(conn, a)
-    numeric = {
-        "seq": a.seq, "num_nodes": a.num_nodes, "accelerator_count": a.accelerator_count,
-        "price_usd_per_hour": a.price_usd_per_hour,
-        "on_demand_price_usd_per_hour": _num(a.on_demand_price_usd_per_hour),
-        "started_at": epoch(a.started_at), "ended_at": _num(epoch(a.ended_at)),
-        "billed_seconds": _num(a.billed_seconds),
-        "preempted": case((a.end_reason.in_(PREEMPTED_REASONS), 1.0), else_=0.0),
-        "teardown_at": _num(epoch(ev["teardown"])), "last_ckpt_at": _num(epoch(ev["last_ckpt"])),
-        "resume_at": _num(epoch(ev["resume"])), "overhead_s": _num(ev["overhead"]),
-    }  # fmt: skip
-    text: dict[str, Any] = {"run_id": a.run_id, "cloud": a.cloud}
+    q = _Select(conn)
+    for name in ("seq", "num_nodes", "accelerator_count", "price_usd_per_hour", "on_demand_price_usd_per_hour", "billed_seconds"):
+        q.num(name, getattr(a, name))
+    q.time("started_at", a.started_at)
+    q.time("ended_at", a.ended_at)
+    q.num("preempted", case((a.end_reason.in_(PREEMPTED_REASONS), 1.0), else_=0.0))
+    q.time("teardown_at", ev["teardown"])
+    q.time("last_ckpt_at", ev["last_ckpt"])
+    q.time("resume_at", ev["resume"])
+    q.num("overhead_s", ev["overhead"])
+    q.text("run_id", a.run_id)
+    q.text("cloud", a.cloud)
     for k in keys:
         if k in RUN_KEYS:
-            text[k] = getattr(r, k)
+            q.text(k, getattr(r, k))
         elif k == "region":
-            text[k] = a.region
+            q.text(k, a.region)
     if detail:
-        text.update(attempt_id=a.attempt_id, region=a.region, end_reason=a.end_reason, **{c: getattr(a, c) for c in DETAIL_COLUMNS})
-        text.update({k: getattr(r, k) for k in RUN_KEYS})
+        for c in ("attempt_id", "region", "end_reason", *DETAIL_COLUMNS):
+            q.text(c, getattr(a, c))
+        for k in RUN_KEYS:
+            q.text(k, getattr(r, k))
     else:  # only attempts with price history need their id (to apply it)
-        text["attempt_id"] = case((ev["n_price"] > 0, a.attempt_id))
-    names = [*numeric, *text]
+        q.text("attempt_id", case((ev["n_price"] > 0, a.attempt_id)))
     src = m.attempts.join(m.runs, a.run_id == r.run_id)
     if agg is not None:
         src = src.outerjoin(agg, agg.c.aid == a.attempt_id)
-    stmt = (
-        select(*[c.label(n) for n, c in numeric.items()], *[c.label(n) for n, c in text.items()])
-        .select_from(src)
-        .where(_attempt_window(a, since, until))
-    )
-    df = _columns(_fetch(conn, stmt), names, set(numeric))
+    df = q.frame(conn, q.statement().select_from(src).where(_attempt_window(a, window)))
     df["preempted"] = df["preempted"].to_numpy() > 0
     if "spot" in df:
         df["spot"] = df["spot"].astype(bool)
     return df
 
 
-def _checkpoints(
-    conn: Any, since: float | None, until: float | None, keys: Sequence[str], keep_last: int, retention_s: float
-) -> pd.DataFrame:
+def _checkpoints(conn: Any, window: Window, keys: Sequence[str], keep_last: int, retention_s: float) -> pd.DataFrame:
     """Sized checkpoints that may be stored inside the window, with the time the run's
     keep_last-th next checkpoint replaced them (the database's LEAD window function)."""
+    from datetime import timedelta
+
     a, r, e = m.attempts.c, m.runs.c, m.events.c
     size = e.data["size_bytes"].as_float()
     later = func.lead(e.at, max(1, keep_last)).over(partition_by=e.run_id, order_by=(e.at, e.id))
     conds = [e.kind == "checkpoint"]
-    if until is not None:
-        conds.append(epoch(e.at) < until)
-    if since is not None:
-        conds.append(or_(r.ended_at.is_(None), epoch(r.ended_at) + retention_s >= since))
+    if window.until is not None:
+        conds.append(e.at < window.until)
+    if window.since is not None:
+        conds.append(or_(r.ended_at.is_(None), r.ended_at >= window.since - timedelta(seconds=retention_s)))
     inner_cols = [e.at.label("at"), later.label("later"), size.label("size_bytes"), r.ended_at.label("run_ended"), a.cloud.label("cloud")]
     text = {"cloud"}
     for k in keys:
@@ -224,24 +256,23 @@ def _checkpoints(
         .where(*conds)
         .subquery("ck")
     )
-    numeric = {
-        "at": epoch(inner.c.at), "retain_until": _num(epoch(inner.c.later)),
-        "size_bytes": _num(inner.c.size_bytes), "run_ended_at": _num(epoch(inner.c.run_ended)),
-    }  # fmt: skip
-    text_cols = {n: inner.c[n] for n in sorted(text)}
-    stmt = select(*[c.label(n) for n, c in numeric.items()], *[c.label(n) for n, c in text_cols.items()]).where(
-        func.coalesce(inner.c.size_bytes, 0) > 0
-    )
-    return _columns(_fetch(conn, stmt), [*numeric, *text_cols], set(numeric))
+    q = _Select(conn)
+    q.time("at", inner.c.at)
+    q.time("retain_until", inner.c.later)
+    q.num("size_bytes", inner.c.size_bytes)
+    q.time("run_ended_at", inner.c.run_ended)
+    for n in sorted(text):
+        q.text(n, inner.c[n])
+    return q.frame(conn, q.statement().where(func.coalesce(inner.c.size_bytes, 0) > 0))
 
 
-def _prices(conn: Any, since: float | None, until: float | None) -> pd.DataFrame:
+def _prices(conn: Any) -> pd.DataFrame:
     e = m.events.c
-    stmt = select(e.attempt_id, epoch(e.at), _num(e.data["price_usd_per_hour"].as_float())).where(
-        e.kind == "price", e.attempt_id.is_not(None)
-    )
-    df = _columns(_fetch(conn, stmt), ["attempt_id", "at", "price_usd_per_hour"], {"at", "price_usd_per_hour"})
-    return df.dropna()
+    q = _Select(conn)
+    q.text("attempt_id", e.attempt_id)
+    q.time("at", e.at)
+    q.num("price_usd_per_hour", e.data["price_usd_per_hour"].as_float())
+    return q.frame(conn, q.statement().where(e.kind == "price", e.attempt_id.is_not(None))).dropna()
 
 
 def _run_tags(conn: Any, run_ids: pd.Series) -> list[dict[str, str]]:

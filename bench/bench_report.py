@@ -1,0 +1,229 @@
+"""Benchmark: `launcher report --by experiment --format csv` over a 1,000,000-attempt ledger.
+
+    .venv/bin/python bench/bench_report.py [--attempts 1000000] [--repeat 3] [--rebuild]
+
+Builds (once; cached under .bench/, which git ignores) a SQLite ledger at schema head with
+250,000 runs x 4 attempts over 90 days (20 projects, 2,000 experiments, 50 owners; 30% of spot
+attempts preempted; events: a state_change per attempt start, a recovery event after each
+preemption, a checkpoint on half the attempts, a teardown per completed attempt: ~2.5 M), then times the report in process (split
+into SQL fetch of attempts, SQL fetch of events, pandas math and grouping, CSV writing) and end
+to end (the real CLI in a subprocess, stdout to /dev/null). Target: under 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+BENCH_DIR = REPO / ".bench"
+TARGET_S = 3.0
+LAYOUT_VERSION = 2
+START = datetime(2026, 9, 1, tzinfo=UTC).timestamp()
+
+
+def _ts(epoch: np.ndarray) -> list[str]:
+    """Epoch seconds -> the ledger's SQLite text format 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC)."""
+    us = np.round(epoch * 1e6).astype("int64").astype("datetime64[us]")
+    return [s.replace("T", " ") for s in np.datetime_as_string(us, unit="us")]
+
+
+def build(path: Path, n_attempts: int, seed: int = 7) -> None:
+    from launcher.ledger import Ledger
+
+    tmp = path.with_suffix(".building")
+    for p in (tmp, Path(str(tmp) + "-wal"), Path(str(tmp) + "-shm")):
+        p.unlink(missing_ok=True)
+    Ledger(f"sqlite:///{tmp}").close()  # schema at head, via the ledger's own migrations
+    rng = np.random.default_rng(seed)
+    per_run = 4
+    n_runs = n_attempts // per_run
+    n = n_runs * per_run
+    run_idx = np.repeat(np.arange(n_runs), per_run)
+    seq = np.tile(np.arange(1, per_run + 1), n_runs)
+    run_start = START + rng.uniform(0, 90 * 86400, n_runs)
+    dur = rng.uniform(0.25, 8.0, n) * 3600
+    offs = np.cumsum(dur.reshape(n_runs, per_run), axis=1) - dur.reshape(n_runs, per_run)
+    started = run_start[run_idx] + offs.ravel()
+    ended = started + dur
+    spot = rng.random(n) < 0.7
+    preempted = spot & (seq < per_run) & (rng.random(n) < 0.3)
+    reason = np.where(preempted, "preempted", "completed")
+    idle = np.where(preempted, 0.0, rng.uniform(0, 600, n))
+    billed = dur + idle
+    price_od = rng.choice([1.006, 3.06, 12.24, 32.77], n)
+    price = np.where(spot, price_od * rng.uniform(0.3, 0.5, n), price_od)
+    nodes = rng.choice([1, 1, 1, 2, 4], n)
+    gpus = rng.choice([1, 4, 8], n)
+    projects = [f"proj-{i:02d}" for i in range(20)]
+    experiments = [f"exp-{i:04d}" for i in range(2000)]
+    owners = [f"user{i:02d}" for i in range(50)]
+    run_ids = [f"r-bench-{i:07d}" for i in range(n_runs)]
+    attempt_ids = [f"{run_ids[r]}-a{s}" for r, s in zip(run_idx.tolist(), seq.tolist())]
+    run_exp = rng.integers(0, 2000, n_runs)
+    run_ts = _ts(run_start)
+    st_ts, en_ts = _ts(started), _ts(ended)
+
+    con = sqlite3.connect(tmp)
+    con.execute("PRAGMA synchronous = OFF")
+    con.execute("PRAGMA foreign_keys = OFF")
+    with con:
+        con.executemany(
+            "INSERT INTO runs (run_id, name, spec_hash, spec_yaml, state, project, experiment, owner, cost_center,"
+            " created_at, updated_at, ended_at, end_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                (run_ids[i], f"job-{i}", "0" * 64, "run: train", "succeeded", projects[run_exp[i] % 20],
+                 experiments[run_exp[i]], owners[i % 50], f"cc-{run_exp[i] % 10}", run_ts[i], run_ts[i],
+                 en_ts[i * per_run + per_run - 1], "completed")
+                for i in range(n_runs)
+            ),
+        )  # fmt: skip
+        con.executemany(
+            "INSERT INTO attempts (attempt_id, run_id, seq, cloud, region, zone, instance_type, accelerator,"
+            " accelerator_count, num_nodes, spot, price_usd_per_hour, on_demand_price_usd_per_hour, cluster,"
+            " state, started_at, ended_at, end_reason, exit_code, billed_seconds)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                (attempt_ids[i], run_ids[run_idx[i]], int(seq[i]), "aws" if i % 3 else "gcp", "us-east-1", None,
+                 "g5.xlarge", "A10G", int(gpus[i]), int(nodes[i]), bool(spot[i]), float(price[i]),
+                 float(price_od[i]), None, "ended", st_ts[i], en_ts[i], reason[i], 0, float(billed[i]))
+                for i in range(n)
+            ),
+        )  # fmt: skip
+        running = '{"from": "recovering", "to": "running", "reason": null}'
+        con.executemany(
+            "INSERT INTO events (run_id, attempt_id, at, kind, data) VALUES (?,?,?,?,?)",
+            ((run_ids[run_idx[i]], None, st_ts[i], "state_change", running) for i in range(n)),
+        )
+        # the job running again after a preemption: a recovery event on the new attempt
+        rec = np.flatnonzero((seq > 1) & np.roll(preempted, 1))
+        rec_ts = _ts(started[rec] + rng.uniform(60, 900, len(rec)))
+        con.executemany(
+            "INSERT INTO events (run_id, attempt_id, at, kind, data) VALUES (?,?,?,?,?)",
+            ((run_ids[run_idx[i]], attempt_ids[i], t, "recovery", "{}") for i, t in zip(rec.tolist(), rec_ts)),
+        )
+        ck = np.flatnonzero(rng.random(n) < 0.5)
+        ck_ts = _ts(started[ck] + dur[ck] * 0.6)
+        con.executemany(
+            "INSERT INTO events (run_id, attempt_id, at, kind, data) VALUES (?,?,?,?,?)",
+            ((run_ids[run_idx[i]], attempt_ids[i], t, "checkpoint", '{"size_bytes": 2000000000}') for i, t in zip(ck.tolist(), ck_ts)),
+        )
+        done = np.flatnonzero(~preempted)
+        td_ts = _ts(started[done] + billed[done])
+        con.executemany(
+            "INSERT INTO events (run_id, attempt_id, at, kind, data) VALUES (?,?,?,?,?)",
+            ((run_ids[run_idx[i]], attempt_ids[i], t, "teardown", "{}") for i, t in zip(done.tolist(), td_ts)),
+        )
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    os.replace(tmp, path)
+
+
+def timed_in_process(url: str, repeat: int) -> list[dict[str, float]]:
+    from launcher.ledger import Ledger
+    from launcher.report.build import ReportQuery, report_from_data
+    from launcher.report.formats import to_csv
+    from launcher.report.load import load_ledger_data
+    from launcher.report.periods import Window
+
+    out = []
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    for _ in range(repeat):
+        t: dict[str, float] = {}
+        t0 = time.perf_counter()
+        with Ledger(url) as led:
+            t["open_ledger_s"] = time.perf_counter() - t0
+            data = load_ledger_data(led, Window(), keys=["experiment"], now=now, timings=t)
+        t1 = time.perf_counter()
+        result = report_from_data(data, ReportQuery(by=("experiment",)))
+        t2 = time.perf_counter()
+        text = to_csv(result)
+        t3 = time.perf_counter()
+        t.update(pandas_s=t2 - t1, csv_s=t3 - t2, total_s=t3 - t0, rows=float(len(result.frame)),
+                 attempts=float(len(data.attempts)), bytes=float(len(text)))  # fmt: skip
+        out.append(t)
+    return out
+
+
+def timed_cli(url: str, repeat: int) -> list[float]:
+    env = {**os.environ, "LAUNCHER_DB_URL": url}
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        p = subprocess.run(
+            [sys.executable, "-m", "launcher.cli.main", "report", "--by", "experiment", "--format", "csv",
+             "--as-of", "2026-12-01"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+        )  # fmt: skip
+        times.append(time.perf_counter() - t0)
+        if p.returncode != 0:
+            raise SystemExit(f"launcher report failed: {p.stderr}")
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--attempts", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument(
+        "--attempt-index", action="store_true",
+        help="also time a copy with the proposed events(attempt_id, kind, at) index (the loader then "
+        "uses per-attempt lookups instead of one GROUP BY)",
+    )  # fmt: skip
+    args = ap.parse_args()
+    BENCH_DIR.mkdir(exist_ok=True)
+    path = BENCH_DIR / f"report-ledger-{args.attempts}-v{LAYOUT_VERSION}.db"
+    if args.rebuild or not path.exists():
+        t0 = time.perf_counter()
+        build(path, args.attempts)
+        print(f"built {path.relative_to(REPO)} in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
+    else:
+        print(f"using cached {path.relative_to(REPO)} ({path.stat().st_size / 1e6:.0f} MB; --rebuild to rebuild)")
+    report(f"sqlite:///{path}", args.repeat, "ledger schema as is")
+    if args.attempt_index:
+        indexed = path.with_name(path.stem + "-attempt-index.db")
+        if not indexed.exists() or args.rebuild:
+            import shutil
+
+            shutil.copy(path, indexed)
+            con = sqlite3.connect(indexed)
+            con.execute("CREATE INDEX IF NOT EXISTS ix_bench_events_attempt ON events (attempt_id, kind, at)")
+            con.commit()
+            con.close()
+        report(f"sqlite:///{indexed}", args.repeat, "with an events(attempt_id, kind, at) index")
+
+
+def report(url: str, repeat: int, label: str) -> None:
+    runs = timed_in_process(url, repeat)
+    cli = timed_cli(url, repeat)
+    best = min(runs, key=lambda r: r["total_s"])
+    print(f"\nlauncher report --by experiment --format csv ({label}): {int(best['attempts']):,} attempts -> {int(best['rows']):,} rows")
+    print(f"{'phase':<34}{'best s':>10}{'median s':>10}")
+    for key, label in [
+        ("open_ledger_s", "open ledger (schema check)"),
+        ("sql_attempts_s", "SQL fetch: attempts + run keys"),
+        ("sql_events_s", "SQL fetch: events reduced"),
+        ("pandas_s", "pandas: costs, split, group"),
+        ("csv_s", "CSV text"),
+        ("total_s", "in process total"),
+    ]:
+        vals = [r[key] for r in runs]
+        print(f"{label:<34}{min(vals):>10.3f}{statistics.median(vals):>10.3f}")
+    print(f"{'end to end (CLI subprocess)':<34}{min(cli):>10.3f}{statistics.median(cli):>10.3f}")
+    verdict = "PASS" if min(cli) < TARGET_S else "OVER"
+    print(f"\ntarget < {TARGET_S:.0f} s end to end: {verdict} (cores: {os.cpu_count()}, load avg {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
