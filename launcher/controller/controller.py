@@ -22,7 +22,7 @@ from pathlib import Path
 
 from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
 from launcher.controller.states import can_transition, is_terminal
-from launcher.errors import ConflictError, LauncherError
+from launcher.errors import ConflictError, CredentialsError, LauncherError, ToolMissingError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS, ExecRequest, ExecResult, Executor, Outcome
 from launcher.ledger.records import (
     AttemptState,
@@ -68,6 +68,8 @@ class ControllerDeps:
     heartbeat_interval_s: float = 1.0
     max_recoveries: int = 100  # hard stop against a policy that loops forever
     capacity_retry_s: float = 5.0  # wait before asking the same offer again after a failed provision
+    notice_interval_s: float = 5.0  # how often to ask a provider for preemption notices (an API call
+    # on clouds); a provider may say otherwise with a `notice_poll_s` attribute (local: every poll)
     max_wait_s: float = 6 * 3600.0  # longest a policy may keep us waiting in total
     # (ledger, run_id) -> why the run must stop for budget, or None (polled with heartbeats)
     budget_stop: Callable[[object, str], str | None] | None = None
@@ -118,6 +120,7 @@ class Controller:
         self._cancel = threading.Event()
         self._state = RunState.PENDING
         self._last_beat = float("-inf")
+        self._unusable_clouds: set[str] = set()  # provider cannot work at all (tool/credentials missing)
 
     # ---- public -------------------------------------------------------------------------------
     def request_cancel(self) -> None:
@@ -182,7 +185,7 @@ class Controller:
             else:
                 decision = self.d.policy.choose(
                     RecoveryContext(
-                        ranked=self.job.plan.ranked,
+                        ranked=tuple(s for s in self.job.plan.ranked if s.offer.cloud not in self._unusable_clouds),
                         previous=previous,
                         preempted_regions=tuple(preempted_regions),
                         state=self._decision_state(previous, len(preempted_regions)),
@@ -262,9 +265,16 @@ class Controller:
         try:
             handle = provider.provision(request)
         except LauncherError as e:
-            self.led.add_event(job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e)}, attempt_id=attempt.attempt_id)
+            whole_cloud = isinstance(e, ToolMissingError | CredentialsError)
+            self.led.add_event(
+                job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e), "cloud_unusable": whole_cloud},
+                attempt_id=attempt.attempt_id,
+            )  # fmt: skip
             self.led.end_attempt(attempt.attempt_id, EndReason.PROVISION_FAILED)
             self._teardown(provider, None, cluster, attempt.attempt_id)
+            if whole_cloud:
+                self._unusable_clouds.add(offer.cloud)
+                self.d.notify(f"{offer.cloud}: {e}; skipping its offers")
             return _AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=scored)
         self.led.upsert_cluster(
             ClusterRecord(
@@ -287,7 +297,8 @@ class Controller:
             envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image,
             file_mounts=job.file_mounts,
         )  # fmt: skip
-        execution = self.d.executor_for(offer.cloud).start(request, handle)
+        executor = self.d.executor_for(offer.cloud)
+        execution = executor.start(request, handle)
         skipped = getattr(execution, "mounts_skipped", None)
         if skipped:
             self.led.add_event(job.run_id, "file_mounts", {"skipped": skipped, "why": "not available on this backend"}, attempt_id=attempt.attempt_id)
@@ -299,7 +310,7 @@ class Controller:
         result, stop_reason = self._watch(execution, provider, handle, attempt.attempt_id, spec)
         reason = _end_reason(result, stop_reason)
         self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code)
-        self._teardown(provider, handle, cluster, attempt.attempt_id)
+        self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
         self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else ""))
         if stop_reason is not None:
             raise _Stopped
@@ -308,6 +319,8 @@ class Controller:
     def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, spec: TaskSpec):
         """Poll until the job ends; deliver preemption notices; honor stop requests."""
         noticed = False
+        notice_every = getattr(provider, "notice_poll_s", self.d.notice_interval_s)
+        next_notice = float("-inf")
         phase = getattr(execution, "phase", "run")
         run_started = self.d.clock() if phase == "run" else None  # notices count from `run`
         stop_reason: str | None = None
@@ -327,7 +340,8 @@ class Controller:
                     self.d.notify(f"stopping ({stop_reason})")
                     execution.stop(self.job.grace_s)
                     continue
-            if not noticed and notice_source is not None and run_started is not None:
+            if not noticed and notice_source is not None and run_started is not None and self.d.clock() >= next_notice:
+                next_notice = self.d.clock() + notice_every
                 why = notice_source(handle, self.d.clock() - run_started)
                 if why:
                     noticed = True
@@ -401,10 +415,16 @@ class Controller:
             data["exit_code"] = exit_code
         self._transition(RunState.FAILED, reason=reason, data=data)
 
-    def _teardown(self, provider: Provider, handle: ClusterHandle | None, cluster: str, attempt_id: str) -> None:
+    def _teardown(self, provider: Provider, handle: ClusterHandle | None, cluster: str, attempt_id: str, *, executor=None) -> None:
         self.led.set_cluster_state(cluster, ClusterState.TERMINATING)
         self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster}, attempt_id=attempt_id)
         if handle is not None:
+            release = getattr(executor, "release", None)  # optional: the executor's own view (SkyPilot)
+            if release is not None:
+                try:
+                    release(handle)
+                except Exception as e:  # the machines go with the provider's teardown below
+                    self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster, "release_error": str(e)}, attempt_id=attempt_id)
             provider.terminate(handle)
         self.led.set_cluster_state(cluster, ClusterState.TERMINATED)
 

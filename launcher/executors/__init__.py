@@ -23,8 +23,9 @@ from launcher.executors.base import (
 # provider name -> "module:Class" of the executor that runs jobs on its clusters.
 _EXECUTORS: dict[str, str] = {
     "local": "launcher.executors.local:LocalExecutor",
+    "sky": "launcher.executors.sky:SkyExecutor",  # every other cloud: SkyPilot on our cluster
 }
-_DEFAULT_REMOTE = "sky"  # clouds are executed by SkyPilot once `launcher.executors.sky` exists
+_DEFAULT_REMOTE = "sky"
 
 
 def register(provider: str, target: str) -> None:

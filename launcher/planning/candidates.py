@@ -22,6 +22,7 @@ from launcher.spec.models import ResourceFields
 from pricing.models import GpuRequest, Offer, OfferQuery, ScoredOffer
 
 DEFAULT_EXPECTED_HOURS = 1.0
+MAX_CANDIDATES = 30  # the plan keeps the best N (recovery walks these); local is always kept
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,9 @@ def rank_candidates(
         # Local is free; for a CPU job it wins on cost, for a GPU job it goes last.
         merged = (merged + locals_[:1]) if gpu_job else sorted(locals_[:1] + merged, key=_cost_key)
     merged = _dedupe(merged)
+    if len(merged) > MAX_CANDIDATES:
+        local = [c for c in merged[MAX_CANDIDATES - 1 :] if c.scored.offer.cloud == "local"][:1]
+        merged = merged[: MAX_CANDIDATES - len(local)] + local
     if not merged:
         if disabled_named and len(disabled_named) == len([a for a in alts if a.placement().cloud not in (None, "local")]):
             raise CredentialsError(

@@ -115,6 +115,7 @@ def _memory_gib() -> float | None:
 
 class LocalProvider(Provider):
     name = LOCAL_CLOUD
+    notice_poll_s = 0.0  # notices cost nothing here: the controller may ask on every poll
 
     def __init__(
         self,

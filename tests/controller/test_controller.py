@@ -273,3 +273,56 @@ def test_image_runtime_is_recorded(ledger, tmp_path):
     Controller(job, make_deps(ledger, ScriptedProvider(), ScriptedExecutor([_ok]))).run()
     (e,) = ledger.events(job.run_id, kind="image")
     assert e.data == {"image": "docker:ubuntu:22.04", "image_runtime": "host"}
+
+
+def test_a_cloud_that_cannot_work_at_all_is_skipped_entirely(ledger, tmp_path):
+    from launcher.errors import ToolMissingError
+    from tests.controller.doubles import offer
+
+    offers = [offer("r1", 1.0, cloud="broken"), offer("r2", 1.5, cloud="broken"), offer("r3", 2.0, cloud="fake")]
+    job = make_job(ledger, tmp_path, offers=offers)
+
+    class NoTool(ScriptedProvider):
+        def provision(self, request):
+            self.provisioned.append(request)
+            raise ToolMissingError("the Pulumi CLI is not installed")
+
+    broken, fine = NoTool(), ScriptedProvider()
+    deps = make_deps(ledger, fine, ScriptedExecutor([_ok]))
+    deps.provider_for = lambda cloud: broken if cloud == "broken" else fine
+    assert Controller(job, deps).run().state == "succeeded"
+    assert [a.region for a in ledger.attempts(job.run_id)] == ["r1", "r3"]  # r2 (same cloud) never tried
+    assert len(broken.provisioned) == 1
+
+
+def test_preemption_notices_are_polled_at_the_providers_pace(ledger, tmp_path):
+    job = make_job(ledger, tmp_path)
+    calls = []
+
+    class Counting(ScriptedProvider):
+        def preemption_notice(self, handle, running_s):
+            calls.append(running_s)
+            return None
+
+    executor = ScriptedExecutor([lambda: ScriptedExecution(Outcome.SUCCEEDED, polls_before_end=200)])
+    deps = make_deps(ledger, Counting(), executor)
+    deps.notice_interval_s = 3600.0  # a cloud API call: not on every poll
+    assert Controller(job, deps).run().state == "succeeded"
+    assert len(calls) == 1
+
+
+def test_executor_release_runs_before_the_provider_terminates(ledger, tmp_path):
+    job = make_job(ledger, tmp_path)
+    order = []
+
+    class Releasing(ScriptedExecutor):
+        def release(self, handle):
+            order.append(("release", handle.cluster))
+
+    class Terminating(ScriptedProvider):
+        def terminate(self, handle):
+            order.append(("terminate", handle.cluster))
+
+    Controller(job, make_deps(ledger, Terminating(), Releasing([_ok]))).run()
+    cluster = f"{job.run_id}-c1"
+    assert order == [("release", cluster), ("terminate", cluster)]

@@ -176,3 +176,13 @@ def test_plan_round_trips_through_json():
     plan = _plan(GPU_ANY_OF)
     again = plan_from_dict(json.loads(json.dumps(plan_to_dict(plan))))
     assert again == plan
+
+
+def test_plan_keeps_the_best_candidates_and_local(monkeypatch):
+    from launcher.planning import candidates
+
+    many = [_offer("aws", f"r{i:02d}", 0.1 + i / 100) for i in range(candidates.MAX_CANDIDATES + 10)]
+    plan = _plan(GPU_ANY_OF, ranker=FakeRanker(many))
+    assert len(plan.candidates) == candidates.MAX_CANDIDATES
+    assert plan.candidates[-1].scored.offer.cloud == "local"
+    assert plan.chosen.scored.offer.region == "r00"
