@@ -22,7 +22,7 @@ from pathlib import Path
 
 from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
 from launcher.controller.states import can_transition, is_terminal
-from launcher.errors import ConflictError, CredentialsError, LauncherError, ToolMissingError
+from launcher.errors import BadInputError, ConflictError, CredentialsError, LauncherError, ToolMissingError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS, ExecRequest, ExecResult, Executor, Outcome
 from launcher.ledger.records import (
     AttemptState,
@@ -265,7 +265,8 @@ class Controller:
         try:
             handle = provider.provision(request)
         except LauncherError as e:
-            whole_cloud = isinstance(e, ToolMissingError | CredentialsError)
+            # Missing tool, credentials or configuration fail every offer of that cloud alike.
+            whole_cloud = isinstance(e, ToolMissingError | CredentialsError | BadInputError)
             self.led.add_event(
                 job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e), "cloud_unusable": whole_cloud},
                 attempt_id=attempt.attempt_id,

@@ -275,8 +275,9 @@ def test_image_runtime_is_recorded(ledger, tmp_path):
     assert e.data == {"image": "docker:ubuntu:22.04", "image_runtime": "host"}
 
 
-def test_a_cloud_that_cannot_work_at_all_is_skipped_entirely(ledger, tmp_path):
-    from launcher.errors import ToolMissingError
+@pytest.mark.parametrize("error", ["tool", "config"])
+def test_a_cloud_that_cannot_work_at_all_is_skipped_entirely(ledger, tmp_path, error):
+    from launcher.errors import BadInputError, ToolMissingError
     from tests.controller.doubles import offer
 
     offers = [offer("r1", 1.0, cloud="broken"), offer("r2", 1.5, cloud="broken"), offer("r3", 2.0, cloud="fake")]
@@ -285,7 +286,9 @@ def test_a_cloud_that_cannot_work_at_all_is_skipped_entirely(ledger, tmp_path):
     class NoTool(ScriptedProvider):
         def provision(self, request):
             self.provisioned.append(request)
-            raise ToolMissingError("the Pulumi CLI is not installed")
+            if error == "tool":
+                raise ToolMissingError("the Pulumi CLI is not installed")
+            raise BadInputError("cannot deploy without --ssh-cidr")
 
     broken, fine = NoTool(), ScriptedProvider()
     deps = make_deps(ledger, fine, ScriptedExecutor([_ok]))
