@@ -47,6 +47,9 @@ def launch(
     trace_speedup: float = typer.Option(1.0, "--trace-speedup", help="Replay the trace this many times faster than real time."),
     trace_start_tick: int = typer.Option(0, "--trace-start-tick", help="Start the trace at this tick."),
     grace_seconds: float = typer.Option(10.0, "--grace-seconds", help="SIGTERM-to-SIGKILL grace when stopping a job."),
+    ssh_cidr: str | None = typer.Option(
+        None, "--ssh-cidr", metavar="CIDR", envvar="LAUNCHER_SSH_CIDR", help="Clouds: the network allowed to SSH into the cluster (e.g. your IP/32)."
+    ),
 ) -> None:
     """Launch a task on the cheapest suitable capacity (local backend included)."""
     from launcher.cli.render import info
@@ -80,6 +83,13 @@ def launch(
         except ValueError as e:
             raise BadInputError(str(e)) from None
     simulated = simulate_preemptions is not None or simulate_trace is not None
+    if ssh_cidr is not None:
+        import ipaddress
+
+        try:
+            ssh_cidr = str(ipaddress.ip_network(ssh_cidr, strict=False))
+        except ValueError:
+            raise BadInputError(f"--ssh-cidr {ssh_cidr!r} is not a network like 203.0.113.7/32") from None
     if loaded.workdir is not None and not loaded.workdir.is_dir():
         raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory", hint="workdir is relative to the spec file")
     clouds = _clouds(cloud)
@@ -107,7 +117,7 @@ def launch(
     options = LaunchOptions(
         simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, simulate_within_s=simulate_within,
         simulate_trace=str(simulate_trace) if simulate_trace else None, trace_speedup=trace_speedup,
-        trace_start_tick=trace_start_tick, grace_s=grace_seconds,
+        trace_start_tick=trace_start_tick, grace_s=grace_seconds, ssh_cidr=ssh_cidr,
     )  # fmt: skip
     with Ledger() as ledger:
         run_id = prepare_run(loaded, plan, options, ledger, prov)

@@ -53,6 +53,7 @@ class RunJob:
     tags: dict[str, str] = field(default_factory=dict)
     grace_s: float = DEFAULT_GRACE_SECONDS
     file_mounts: dict[str, str] = field(default_factory=dict)  # dest -> source (local paths resolved)
+    ssh_allowed_cidr: str | None = None  # clouds: the network allowed to SSH into the cluster
 
 
 @dataclass
@@ -261,6 +262,7 @@ class Controller:
         request = ClusterRequest(
             cluster=cluster, offer=offer, num_nodes=spec.num_nodes, tags=tags,
             image_id=spec.resources.image, disk_size_gib=spec.resources.disk_size,
+            ssh_allowed_cidr=job.ssh_allowed_cidr,
         )  # fmt: skip
         try:
             handle = provider.provision(request)

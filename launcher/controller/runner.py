@@ -46,6 +46,7 @@ class LaunchOptions:
     simulate_trace: str | None = None  # spot trace JSON the local backend follows
     trace_speedup: float = 1.0
     trace_start_tick: int = 0
+    ssh_cidr: str | None = None  # clouds: who may SSH into the cluster (e.g. your IP/32)
     grace_s: float = DEFAULT_GRACE_SECONDS
     spec_path: str | None = None
     base_dir: str | None = None
@@ -143,7 +144,7 @@ def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
     job = RunJob(
         run_id=run_id, run_dir=rd, spec=loaded.spec, plan=plan,
         workdir=(rd / "workdir") if loaded.spec.workdir else None,
-        checkpoint_dir=ckpt_dir, tags=dict(run.tags), grace_s=opts.grace_s,
+        checkpoint_dir=ckpt_dir, tags=dict(run.tags), grace_s=opts.grace_s, ssh_allowed_cidr=opts.ssh_cidr,
         file_mounts={
             dest: (src if "://" in src else str(loaded.resolve(src)))
             for dest, src in loaded.spec.file_mounts.items() if isinstance(src, str)

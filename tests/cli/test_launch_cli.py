@@ -91,6 +91,7 @@ def test_bad_spec_through_the_real_entry_point(tmp_path, launcher_home):
         (["task_specs/quickstart.yaml", "--cloud", "aws2"], "unknown cloud 'aws2'"),
         (["task_specs/quickstart.yaml", "--simulate-preemptions", "soon"], "--simulate-preemptions takes N"),
         (["task_specs/train.yaml", "--cloud", "aws"], "no offer"),
+        (["task_specs/quickstart.yaml", "--ssh-cidr", "my-ip"], "is not a network"),
         ([], "missing task spec"),
     ],
 )

@@ -329,3 +329,15 @@ def test_executor_release_runs_before_the_provider_terminates(ledger, tmp_path):
     Controller(job, make_deps(ledger, Terminating(), Releasing([_ok]))).run()
     cluster = f"{job.run_id}-c1"
     assert order == [("release", cluster), ("terminate", cluster)]
+
+
+def test_cluster_request_carries_spec_and_launch_settings(ledger, tmp_path):
+    from dataclasses import replace
+
+    job = make_job(ledger, tmp_path, spec_text="num_nodes: 2\nresources: {image_id: 'docker:img', disk_size: 200}\nrun: x\n")
+    job = replace(job, ssh_allowed_cidr="203.0.113.7/32")
+    provider = ScriptedProvider()
+    Controller(job, make_deps(ledger, provider, ScriptedExecutor([_ok]))).run()
+    (req,) = provider.provisioned
+    assert (req.num_nodes, req.image_id, req.disk_size_gib, req.ssh_allowed_cidr) == (2, "docker:img", 200, "203.0.113.7/32")
+    assert req.offer == OFFERS[0] and req.cluster == f"{job.run_id}-c1"
