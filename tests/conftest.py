@@ -133,3 +133,15 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path
         timeout=timeout,
         cwd=str(cwd or REPO),
     )
+
+
+@pytest.fixture(autouse=True)
+def _restore_tracebacklimit():
+    """SkyPilot leaves `sys.tracebacklimit = 0` behind when it raises (ux_utils); a later test in
+    the same worker (Pulumi's stack capture) would then see an empty stack."""
+    had, saved = hasattr(sys, "tracebacklimit"), getattr(sys, "tracebacklimit", None)
+    yield
+    if had:
+        sys.tracebacklimit = saved
+    elif hasattr(sys, "tracebacklimit"):
+        del sys.tracebacklimit

@@ -21,7 +21,9 @@ so a failed run has `exit_code=None` and a detail naming SkyPilot's status.
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import re
 import threading
 import time
@@ -148,19 +150,29 @@ def default_sdk() -> SimpleNamespace:
         from sky.client import sdk
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ProviderError("SkyPilot is not installed", hint="pip install 'gpu-launcher[sky]'") from e
-    return SimpleNamespace(
-        Task=sky.Task,
-        launch=sdk.launch,
-        get=sdk.get,
-        job_status=sdk.job_status,
-        tail_logs=sdk.tail_logs,
-        cancel=sdk.cancel,
-        down=sdk.down,
-        ssh_up=sdk.ssh_up,
-        ssh_down=sdk.ssh_down,
-        api_cancel=sdk.api_cancel,
-        JobStatus=sky.JobStatus,
-    )
+    calls = {
+        name: _keep_tracebacks(getattr(sdk, name))
+        for name in ("launch", "get", "job_status", "tail_logs", "cancel", "down", "ssh_up", "ssh_down", "api_cancel")
+    }
+    return SimpleNamespace(Task=sky.Task, JobStatus=sky.JobStatus, **calls)
+
+
+def _keep_tracebacks(fn):
+    """SkyPilot sets `sys.tracebacklimit = 0` while it raises and does not restore it when the
+    exception propagates; Pulumi (and our --debug output) then sees an empty stack. Restore it."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        had, saved = hasattr(sys, "tracebacklimit"), getattr(sys, "tracebacklimit", None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if had:
+                sys.tracebacklimit = saved
+            elif hasattr(sys, "tracebacklimit"):
+                del sys.tracebacklimit
+
+    return call
 
 
 def write_node_pool(path: Path, pool: str, entry: Mapping[str, Any] | None) -> None:
