@@ -7,7 +7,8 @@
         led.set_run_state(run_id, RunState.RUNNING, expected_from=RunState.PROVISIONING)
         led.end_attempt(a.attempt_id, EndReason.PREEMPTED)
 
-This package imports SQLAlchemy: command modules should import it inside their functions.
+Importing the records (`launcher.ledger.records`, or these names) is cheap; `Ledger` pulls in
+SQLAlchemy (0.3-1 s) and is loaded on first use.
 """
 
 from launcher.ledger.records import (
@@ -26,7 +27,15 @@ from launcher.ledger.records import (
     RunRecord,
     RunState,
 )
-from launcher.ledger.store import Ledger
+
+
+def __getattr__(name: str):
+    if name == "Ledger":
+        from launcher.ledger.store import Ledger
+
+        return Ledger
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "TERMINAL_RUN_STATES",

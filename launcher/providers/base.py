@@ -106,6 +106,29 @@ class Provider(abc.ABC):
         """Instances carrying our managed tag (and tag_filter), across regions."""
 
     # ---- optional capabilities -------------------------------------------------------------
+    # Callers may find these by duck typing; the defaults here say "not supported / unknown".
+    notice_poll_s: float | None = None  # how often the controller may ask preemption_notice (None: its default)
+
+    def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
+        """Seen from outside the instance: a reason string when a node of the cluster was
+        reclaimed (spot interruption) or is being reclaimed, else None."""
+        return None
+
+    def was_preempted(self, region: str, instance_id: str) -> bool:
+        return False
+
+    def spot_available(self, offer: Offer, now: datetime) -> bool | None:
+        """Whether spot capacity for this offer exists right now; None = unknown (try it)."""
+        return None
+
+    def list_instances_partial(self, tag_filter: dict[str, str] | None = None) -> tuple[list[InstanceInfo], dict[str, str]]:
+        """Like list_instances, but a failing region is reported ({region: error}) instead of
+        hiding the others."""
+        return self.list_instances(tag_filter), {}
+
+    def idle_signals_many(self, instances: list[InstanceInfo], window_minutes: int) -> dict[str, IdleSignals]:
+        return {i.instance_id: self.idle_signals(i, window_minutes) for i in instances}
+
     def instance_state(self, region: str, instance_id: str) -> str | None:
         for inst in self.list_instances():
             if inst.instance_id == instance_id:
