@@ -186,3 +186,37 @@ def test_loader_strategies_agree(hand_ledger_path):
     assert (plain_indexed, indexed) == (False, True)
     pd.testing.assert_frame_equal(plain, with_index)
     assert plain["x_WastedCost"].sum() == pytest.approx(2.80)
+
+
+@pytest.mark.postgres
+def test_same_report_on_postgresql(hand_ledger):
+    """The hand-built ledger rebuilt on a real PostgreSQL server (times via EXTRACT(EPOCH), JSON
+    via ->>, LEAD over timestamptz) gives the same report as on SQLite."""
+    import os
+
+    pg = os.environ.get("LAUNCHER_TEST_PG_URL")
+    if not pg:
+        pytest.skip("LAUNCHER_TEST_PG_URL is not set")
+    from tests.ledger.conftest import _pg_schema_url
+
+    from .conftest import build_hand_ledger
+
+    gen = _pg_schema_url(pg)
+    url = next(gen)
+    try:
+        led, clock = build_hand_ledger(url)
+        assert clock() == NOW
+        try:
+            for by in ("experiment", "project,day", "attempt"):
+                on_pg = report(led, by=by).frame
+                on_sqlite = report(hand_ledger, by=by).frame
+                keys = [c for c in on_pg.columns if c.startswith("x_") and c.endswith("Id")] + ["ChargePeriodStart"]
+                pd.testing.assert_frame_equal(
+                    on_pg.sort_values(keys).reset_index(drop=True),
+                    on_sqlite.sort_values(keys).reset_index(drop=True),
+                    check_dtype=False,
+                )
+        finally:
+            led.close()
+    finally:
+        gen.close()
