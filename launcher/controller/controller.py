@@ -322,7 +322,9 @@ class Controller:
     def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, spec: TaskSpec):
         """Poll until the job ends; deliver preemption notices; honor stop requests."""
         noticed = False
-        notice_every = getattr(provider, "notice_poll_s", self.d.notice_interval_s)
+        notice_every = getattr(provider, "notice_poll_s", None)
+        if notice_every is None:  # the provider has no pace of its own
+            notice_every = self.d.notice_interval_s
         next_notice = float("-inf")
         phase = getattr(execution, "phase", "run")
         run_started = self.d.clock() if phase == "run" else None  # notices count from `run`
