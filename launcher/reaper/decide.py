@@ -41,7 +41,7 @@ def format_mark(at: datetime) -> str:
 
 
 def parse_mark(value: str | None) -> datetime | None:
-    if not value:
+    if not value:  # '' = cleared (stores that cannot delete a tag blank it)
         return None
     try:
         return datetime.strptime(value, MARK_FORMAT).replace(tzinfo=UTC)
@@ -95,7 +95,8 @@ def decide(obs: Observation, policy: ProjectPolicy, now: datetime) -> ReapDecisi
     # signal (stale heartbeat, low utilization) or an expiry before marking.
     metric_idle = [r for r in idle if r.name != "ledger"]
     if not (metric_idle or expired):
-        return ReapDecision(DecisionKind.KEEP, reasons + ["no idle evidence beyond the ledger"], clear_mark=marked_at is not None)
+        why = "attempt running and no idle metrics" if obs.ledger_running else "no idle evidence beyond the ledger"
+        return ReapDecision(DecisionKind.KEEP, reasons + [why], clear_mark=marked_at is not None)
     if marked_at is None:
         return ReapDecision(DecisionKind.MARK, reasons + ["idle: marking"])
     grace_end = marked_at + timedelta(minutes=policy.grace_minutes)

@@ -90,7 +90,9 @@ class LedgerAttempt(IdleFilter):
 
     def evaluate(self, obs, policy, now):
         if obs.ledger_running:
-            return FilterResult(self.name, Verdict.BUSY, "ledger: an attempt is running on it")
+            # Not proof of use: a stalled job keeps its attempt open. Metrics decide; without
+            # them, decide() keeps the instance.
+            return FilterResult(self.name, Verdict.UNKNOWN, "ledger: an attempt is running on it (idle only if metrics say so: a stalled job)")
         if obs.ledger_known:
             return FilterResult(self.name, Verdict.IDLE, "ledger: no running attempt")
         return FilterResult(self.name, Verdict.IDLE, "orphan: unknown to the ledger")
@@ -98,6 +100,8 @@ class LedgerAttempt(IdleFilter):
 
 @register
 class Heartbeat(IdleFilter):
+    """The executor's job heartbeat (progress: new log output), not the controller's liveness."""
+
     name = "heartbeat"
 
     def evaluate(self, obs, policy, now):

@@ -170,10 +170,9 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
     running = bool(ledger.open_attempts(cluster=cluster.name)) if cluster else False
     if not running and run_id and ledger_known:
         running = bool(ledger.open_attempts(run_id=run_id))
-    beats = [b for b in (
-        ledger.last_heartbeat(cluster=cluster.name) if cluster else None,
-        ledger.last_heartbeat(run_id=run_id) if run_id and ledger_known else None,
-    ) if b is not None]
+    # The cluster heartbeat is the executor's sign of job progress; the run heartbeat only says
+    # the controller is alive, which a stalled job's controller still is.
+    beat = ledger.last_heartbeat(cluster=cluster.name) if cluster else None
     signals, sig_err = batch.get(inst.instance_id), None
     if signals is None:
         try:
@@ -185,7 +184,7 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
         signals=signals,
         ledger_known=ledger_known,
         ledger_running=running,
-        last_heartbeat=max(beats) if beats else None,
+        last_heartbeat=beat,
         stack=cluster.stack if cluster else None,
         signals_error=sig_err,
     )

@@ -50,7 +50,6 @@ def test_protected_tag_is_skipped_case_insensitively():
     [
         {"gpu": 80.0, "cpu": 1.0},  # GPU busy
         {"gpu": None, "cpu": 50.0},  # CPU busy, GPU unpublished
-        {"gpu": 0.0, "cpu": 0.0, "running": True},  # ledger has a running attempt
         {"gpu": 0.0, "cpu": 0.0, "beat": NOW - timedelta(minutes=5)},  # fresh heartbeat
     ],
 )
@@ -60,6 +59,14 @@ def test_busy_is_kept_and_mark_cleared(kwargs):
     assert d.decision is DecisionKind.KEEP
     assert d.clear_mark is True
     assert "busy" in d.reasons
+
+
+def test_running_attempt_without_metrics_is_kept_but_a_stalled_one_is_marked():
+    kept = decide(obs(running=True, signals=False), POLICY, NOW)
+    assert kept.decision is DecisionKind.KEEP
+    assert "attempt running and no idle metrics" in kept.reasons
+    stalled = decide(obs(running=True, gpu=0.0, cpu=0.5), POLICY, NOW)
+    assert stalled.decision is DecisionKind.MARK  # autostop on the node cannot see this
 
 
 def test_idle_unmarked_gets_marked():
