@@ -18,9 +18,18 @@ What makes it a good preemption test:
 from __future__ import annotations
 
 import os
+import signal
 
 # cuBLAS needs this before CUDA initialises, or deterministic mode refuses GEMMs on the GPU.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+# A preemption notice (SIGTERM) can come while torch is still importing, which takes seconds on
+# a busy machine. Without a handler it would kill the job with 143 instead of 75. Record it now;
+# main() hands it to `notice` and run() exits with PREEMPTED_EXIT_CODE before training further.
+_EARLY_SIGNALS: list[int] = []
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda signum, _frame: _EARLY_SIGNALS.append(signum))
+    print('{"event": "start", "notice_handler": true}', flush=True)
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -257,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
     notice.install()
+    for signum in _EARLY_SIGNALS:  # after install(): a signal from now on reaches `notice` itself
+        notice.request("signal", f"{signal.Signals(signum).name} (before training started)")
     init_distributed(world, rank, device)
     try:
         return run(args, world, rank, device)
@@ -306,6 +317,14 @@ def run(args: argparse.Namespace, world: int, rank: int, device: torch.device) -
             if is_main:
                 log("resumed", step=job.step, epoch=job.epoch, batch=job.batch,
                     checkpoint=loaded.checkpoint.checkpoint_id)  # fmt: skip
+
+    # A notice before the first step (e.g. during start-up): the state is the checkpoint just
+    # restored (or the initial one), so there is nothing to save. Leave at once.
+    if any_rank([notice.requested()], world, device)[0]:
+        if is_main:
+            got = notice.notice()
+            log("preempted", step=job.step, source=got.source if got else "peer", before_training=True)
+        return PREEMPTED_EXIT_CODE
 
     last_save_s = time.monotonic()
     resumed_at = job.step
