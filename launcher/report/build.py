@@ -97,10 +97,16 @@ HTML_KEYS = ("project", "experiment")  # what the HTML report's charts group by
 
 
 def build_report(
-    ledger: Any, query: ReportQuery, *, now: datetime | None = None, extra_keys: Sequence[str] = ()
+    ledger: Any,
+    query: ReportQuery,
+    *,
+    now: datetime | None = None,
+    extra_keys: Sequence[str] = (),
+    use_cache: bool = False,
 ) -> ReportResult:
     """Read the ledger and group. `extra_keys` (key source columns, e.g. HTML_KEYS) are loaded
-    too, for views derived from the same data (result.data)."""
+    too, for views derived from the same data (result.data). `use_cache` reads through the
+    incremental report cache under $LAUNCHER_HOME (see cache.py)."""
     from launcher.report.load import load_ledger_data
 
     a = query.assumptions
@@ -112,6 +118,7 @@ def build_report(
         checkpoint_keep_last=a.checkpoint_keep_last,
         retention_s=a.checkpoint_retention_after_run_s,
         now=now,
+        use_cache=use_cache,
     )
     return report_from_data(data, query)
 

@@ -119,11 +119,15 @@ def load_ledger_data(
     retention_s: float = 7 * 86400.0,
     now: datetime | None = None,
     timings: dict[str, float] | None = None,
+    use_cache: bool = False,
 ) -> LedgerData:
     """Attempts overlapping the window with their run's `keys` and per-attempt event facts,
-    plus checkpoint and price rows. `timings`, when given, receives seconds per phase."""
+    plus checkpoint and price rows. `timings`, when given, receives seconds per phase.
+    `use_cache`: read through the incremental report cache (see cache.py; not with tags)."""
     as_of = (now or ledger.now()).timestamp()
     detail = "attempt_id" in keys or with_tags
+    if use_cache and not with_tags:
+        return _load_cached(ledger, window, checkpoint_keep_last, retention_s, as_of, timings)
     t0 = time.perf_counter()
     with ledger.engine.connect() as conn:
         attempts = _attempts(conn, window, keys, detail)
@@ -140,6 +144,26 @@ def load_ledger_data(
 
 
 ATTEMPT_EVENT_INDEX_COLUMNS = ["attempt_id", "kind", "at"]
+
+
+def _load_cached(
+    ledger: Any, window: Window, keep_last: int, retention_s: float, as_of: float, timings: dict[str, float] | None
+) -> LedgerData:
+    from launcher.report.cache import ReportCache, default_cache_dir, window_attempts, window_checkpoints
+
+    cache = ReportCache(default_cache_dir(ledger.url), keep_last=keep_last, retention_s=retention_s)
+    t0 = time.perf_counter()
+    all_attempts, all_checkpoints = cache.frames(ledger)
+    t1 = time.perf_counter()
+    with ledger.engine.connect() as conn:
+        prices = _prices(conn)
+    attempts = window_attempts(all_attempts, window)
+    checkpoints = window_checkpoints(all_checkpoints, window, retention_s)
+    if timings is not None:
+        timings["cache_refresh_s"] = t1 - t0
+        timings["cache_mode"] = cache.stats.mode  # type: ignore[assignment]
+        timings["sql_events_s"] = time.perf_counter() - t1
+    return LedgerData(attempts=attempts, facts=EventFacts(checkpoints=checkpoints, prices=prices), as_of=as_of)
 
 
 def has_attempt_event_index(conn: Any) -> bool:
@@ -186,7 +210,9 @@ def _event_facts_columns(conn: Any, a: Any) -> tuple[dict[str, Any], Any]:
     return {k: agg.c[k] for k in ("teardown", "last_ckpt", "resume", "overhead", "n_price")}, agg
 
 
-def _attempts(conn: Any, window: Window, keys: Sequence[str], detail: bool) -> pd.DataFrame:
+def _attempts(
+    conn: Any, window: Window, keys: Sequence[str], detail: bool, *, with_ids: bool = False, where: Any = None
+) -> pd.DataFrame:
     a, r = m.attempts.c, m.runs.c
     ev, agg = _event_facts_columns(conn, a)
     q = _Select(conn)
@@ -211,19 +237,26 @@ def _attempts(conn: Any, window: Window, keys: Sequence[str], detail: bool) -> p
             q.text(c, getattr(a, c))
         for k in RUN_KEYS:
             q.text(k, getattr(r, k))
+    elif with_ids:
+        q.text("attempt_id", a.attempt_id)
     else:  # only attempts with price history need their id (to apply it)
         q.text("attempt_id", case((ev["n_price"] > 0, a.attempt_id)))
     src = m.attempts.join(m.runs, a.run_id == r.run_id)
     if agg is not None:
         src = src.outerjoin(agg, agg.c.aid == a.attempt_id)
-    df = q.frame(conn, q.statement().select_from(src).where(_attempt_window(a, window)))
+    stmt = q.statement().select_from(src).where(_attempt_window(a, window))
+    if where is not None:
+        stmt = stmt.where(where)
+    df = q.frame(conn, stmt)
     df["preempted"] = df["preempted"].to_numpy() > 0
     if "spot" in df:
         df["spot"] = df["spot"].astype(bool)
     return df
 
 
-def _checkpoints(conn: Any, window: Window, keys: Sequence[str], keep_last: int, retention_s: float) -> pd.DataFrame:
+def _checkpoints(
+    conn: Any, window: Window, keys: Sequence[str], keep_last: int, retention_s: float, *, where: Any = None
+) -> pd.DataFrame:
     """Sized checkpoints that may be stored inside the window, with the time the run's
     keep_last-th next checkpoint replaced them (the database's LEAD window function)."""
     from datetime import timedelta
@@ -236,6 +269,8 @@ def _checkpoints(conn: Any, window: Window, keys: Sequence[str], keep_last: int,
         conds.append(e.at < window.until)
     if window.since is not None:
         conds.append(or_(r.ended_at.is_(None), r.ended_at >= window.since - timedelta(seconds=retention_s)))
+    if where is not None:
+        conds.append(where)
     inner_cols = [e.at.label("at"), later.label("later"), size.label("size_bytes"), r.ended_at.label("run_ended"), a.cloud.label("cloud")]
     text = {"cloud"}
     for k in keys:
