@@ -7,7 +7,16 @@ It can also act as *simulated spot capacity*: give it a `PreemptionSchedule` and
 preemption notice to the controller once an attempt has run for the scheduled number of seconds
 (the controller then delivers SIGTERM to the job, the job checkpoints and exits with
 PREEMPTED_EXIT_CODE, and the controller recovers on the next placement). With a schedule the
-local offer is marked `spot=True`, so policies see it as spot capacity.
+local offer is marked `spot=True`, so policies see it as spot capacity. With a `SpotTrace` it
+follows real spot availability instead: provisioning spot fails while the trace has no capacity,
+a running spot cluster gets a notice when capacity goes, and `spot_available` tells the
+controller (and so the recovery policy) whether capacity is there now.
+
+Prices: the local machine costs nothing, so by default every attempt costs $0. To see the cost
+side of a simulation (attempt costs, a spot/on-demand trade-off) give the simulated capacity a
+notional price: `LAUNCHER_SIMULATE_PRICE_USD_PER_HOUR=SPOT[,ON_DEMAND]` (or the constructor's
+`prices`). It applies only in simulated-spot mode; the ledger then bills attempts at that price.
+An on-demand variant of this machine (`offer(spot=False)`) is never preempted and ignores the trace.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from launcher.providers.base import (
     ClusterHandle,
     ClusterRequest,
     CredentialStatus,
+    IdleSignals,
     InstanceInfo,
     Node,
     Provider,
@@ -29,6 +39,34 @@ from pricing.models import Offer
 LOCAL_CLOUD = "local"
 LOCAL_REGION = "local"
 LOCAL_INSTANCE_TYPE = "local-cpu"
+SIMULATE_PRICE_ENV = "LAUNCHER_SIMULATE_PRICE_USD_PER_HOUR"
+
+
+@dataclass(frozen=True)
+class SimulatedPrices:
+    """Notional prices (USD per hour per node) of simulated capacity; on-demand defaults to spot."""
+
+    spot_usd_per_hour: float = 0.0
+    on_demand_usd_per_hour: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> SimulatedPrices:
+        """'0.3' or '0.3,0.9' (spot, on-demand); empty/None = free."""
+        if not text or not text.strip():
+            return cls()
+        try:
+            values = [float(x) for x in text.split(",")]
+        except ValueError:
+            values = []
+        if len(values) not in (1, 2) or any(v < 0 or v != v for v in values):
+            from launcher.errors import BadInputError
+
+            raise BadInputError(f"{SIMULATE_PRICE_ENV} takes SPOT or SPOT,ON_DEMAND in USD per hour, like '0.3,0.9' (got {text!r})")
+        return cls(values[0], values[1] if len(values) == 2 else None)
+
+    @property
+    def on_demand(self) -> float:
+        return self.spot_usd_per_hour if self.on_demand_usd_per_hour is None else self.on_demand_usd_per_hour
 
 
 @dataclass(frozen=True)
@@ -124,10 +162,12 @@ class LocalProvider(Provider):
         trace: SpotTrace | None = None,
         placements_before: int = 0,
         clock=None,
+        prices: SimulatedPrices | None = None,
     ) -> None:
-        """`placements_before`: local placements this run already had (a resumed controller
+        """`placements_before`: local spot placements this run already had (a resumed controller
         continues the schedule where the previous one stopped). With a `trace`, capacity
-        comes and goes as the trace says (time 0 = when this provider was created)."""
+        comes and goes as the trace says (time 0 = when this provider was created).
+        `prices`: notional prices in simulated-spot mode (default: $SIMULATE_PRICE_ENV, else free)."""
         import time
 
         self.preemptions = preemptions
@@ -135,11 +175,17 @@ class LocalProvider(Provider):
         self._clock = clock or time.monotonic
         self._t0 = self._clock()
         self._provisioned = placements_before
-        self._attempt_index: dict[str, int] = {}  # cluster -> index into the schedule
+        self._attempt_index: dict[str, int] = {}  # spot cluster -> index into the schedule
+        if prices is None and self.simulated_spot:
+            prices = SimulatedPrices.parse(os.environ.get(SIMULATE_PRICE_ENV))
+        self.prices = prices if self.simulated_spot and prices is not None else SimulatedPrices()
 
     # ---- offers -------------------------------------------------------------------------------
-    def offer(self) -> Offer:
-        """The one local offer: free, CPU only (no GPUs are exposed, even if present)."""
+    def offer(self, spot: bool | None = None) -> Offer:
+        """The local offer: CPU only (no GPUs are exposed, even if present), free unless a
+        simulation gives it a notional price. Spot when simulating spot capacity; `spot=False`
+        gives the on-demand variant of the same machine (never preempted)."""
+        spot = self.simulated_spot if spot is None else spot
         return Offer(
             cloud=LOCAL_CLOUD,
             region=LOCAL_REGION,
@@ -150,9 +196,9 @@ class LocalProvider(Provider):
             vcpus=float(os.cpu_count() or 1),
             memory_gib=_memory_gib(),
             gpu_memory_gib=None,
-            spot=self.simulated_spot,
-            price_usd_per_hour=0.0,
-            on_demand_price_usd_per_hour=0.0,
+            spot=spot,
+            price_usd_per_hour=self.prices.spot_usd_per_hour if spot else self.prices.on_demand,
+            on_demand_price_usd_per_hour=self.prices.on_demand,
         )
 
     @property
@@ -164,13 +210,14 @@ class LocalProvider(Provider):
         return CredentialStatus(LOCAL_CLOUD, True, "always available")
 
     def provision(self, request: ClusterRequest) -> ClusterHandle:
-        if self.trace is not None and not self.trace.available_at(self._clock() - self._t0):
+        if request.offer.spot and self.trace is not None and not self._trace_available():
             from launcher.errors import ProviderError
 
             tick = self.trace.tick_at(self._clock() - self._t0)
             raise ProviderError(f"no spot capacity (simulated trace, tick {tick})")
-        self._attempt_index[request.cluster] = self._provisioned
-        self._provisioned += 1
+        if request.offer.spot:
+            self._attempt_index[request.cluster] = self._provisioned
+            self._provisioned += 1
         nodes = tuple(Node(instance_id=f"{request.cluster}-n{r}", ip="127.0.0.1", rank=r) for r in range(request.num_nodes))
         return ClusterHandle(
             cluster=request.cluster,
@@ -184,14 +231,62 @@ class LocalProvider(Provider):
         """Nothing to release: the executor owns the processes. Idempotent."""
         self._attempt_index.pop(handle.cluster, None)
 
+    # ---- what the reaper sees (launcher/providers/local_instances.py) --------------------------
+    def _ledger(self):
+        if getattr(self, "_led", None) is None:
+            from launcher.ledger import Ledger
+
+            self._led = Ledger()
+        return self._led
+
     def list_instances(self, tag_filter: dict[str, str] | None = None) -> list[InstanceInfo]:
-        """Local nodes are not billable machines; the reaper has nothing to find here."""
-        return []
+        """Local clusters the ledger records as up whose job processes are alive."""
+        from launcher.providers import local_instances as li
+
+        want = {"managed-by": "gpu-launcher", **(tag_filter or {})}
+        return li.list_local_instances(self._ledger(), want, instance_type=LOCAL_INSTANCE_TYPE)
+
+    def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
+        """CPU of the job's processes over a short sample (there is no metrics history here)."""
+        from launcher.providers import local_instances as li
+
+        return li.local_idle_signals(self._ledger(), instance)
+
+    def tag_instance(self, region: str, instance_id: str, tags: dict[str, str]) -> None:
+        from launcher.providers import local_instances as li
+
+        li.set_local_tags(self._ledger(), instance_id, tags)
+
+    def untag_instance(self, region: str, instance_id: str, keys: list[str]) -> None:
+        from launcher.providers import local_instances as li
+
+        li.clear_local_tags(self._ledger(), instance_id, keys)
+
+    def terminate_instance(self, region: str, instance_id: str) -> None:
+        """Through `launcher down`: the run's controller stops the job and tears down."""
+        from launcher.providers import local_instances as li
+
+        li.stop_local_cluster(self._ledger(), instance_id, lambda cloud: LocalProvider())
+
+    stop_instance = terminate_instance  # a local cluster has no stopped state
 
     # ---- simulated spot capacity --------------------------------------------------------------
+    def _trace_available(self) -> bool:
+        return self.trace is None or self.trace.available_at(self._clock() - self._t0)
+
+    def spot_available(self, offer: Offer, now=None) -> bool | None:
+        """Whether simulated spot capacity exists right now (None: not a simulated spot offer).
+        The trace is replayed on this provider's own clock (injected in tests), so `now` is
+        accepted for the Provider interface and not used."""
+        if offer.cloud != LOCAL_CLOUD or not offer.spot or not self.simulated_spot:
+            return None
+        return self._trace_available()
+
     def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
-        """A reason string once the cluster is due to be preempted, else None."""
-        if self.trace is not None and not self.trace.available_at(self._clock() - self._t0):
+        """A reason string once the (spot) cluster is due to be preempted, else None."""
+        if handle.cluster not in self._attempt_index:
+            return None  # on-demand, or not ours: never preempted
+        if not self._trace_available():
             return f"simulated trace: spot capacity gone at tick {self.trace.tick_at(self._clock() - self._t0)}"
         if self.preemptions is None:
             return None
