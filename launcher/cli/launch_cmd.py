@@ -24,7 +24,11 @@ class RunCancelledError(LauncherError):
 def launch(
     spec: Path | None = typer.Argument(None, help="Task spec (SkyPilot task YAML + a `launcher:` block)."),
     cheapest: bool = typer.Option(False, "--cheapest", help="Take the best expected-cost offer without asking which."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write and start nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run",
+        help="Print the ranked plan and, for a cloud offer, the Pulumi resource plan with tags (no credentials or Pulumi CLI needed); write and start nothing.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: the ranked plan and the resource plan as one JSON document on stdout."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run the controller in the background; print the run id."),
     cloud: list[str] = typer.Option([], "--cloud", metavar="CLOUD", help="Only these clouds (repeatable), e.g. --cloud local."),
@@ -61,6 +65,8 @@ def launch(
         return
     if spec is None:
         raise BadInputError("missing task spec", hint="launch task_specs/quickstart.yaml --cheapest --yes")
+    if as_json and not dry_run:
+        raise BadInputError("--json goes with --dry-run (a launch streams the job's output)")
 
     from launcher.controller.recovery import recovery_policy
     from launcher.planning import Overrides, make_plan, plan_lines
@@ -101,12 +107,18 @@ def launch(
         overrides=Overrides(clouds=clouds, spot=spot),
         catalog_dir=catalog_dir or GLOBALS.catalog_dir,
         local_offer=_local_offer(simulated),
+        dry_run=dry_run,
     )
-    for line in plan_lines(plan):
-        info(line)
+    if not as_json:
+        for line in plan_lines(plan, forced_clouds=clouds):
+            info(line)
     plan.budget.enforce()
+    from launcher.planning.cloud_resources import cloud_tags
+
+    # Mandatory tags are checked for a dry run too: the launch it describes would be refused.
+    tags = cloud_tags(loaded, plan, run_id=prov.run_id, created_at=prov.created_at)
     if dry_run:
-        info("dry run: nothing was launched or recorded")
+        _dry_run_resources(loaded, plan, tags, ssh_cidr=ssh_cidr, as_json=as_json)
         return
     if not yes:
         plan = _confirm(plan, ask_which=not cheapest)
@@ -128,6 +140,31 @@ def launch(
             return
         info(f"run {run_id}")
         _run_foreground(run_id, ledger, num_nodes=plan.num_nodes, mode="foreground")
+
+
+def _dry_run_resources(loaded, plan, tags, *, ssh_cidr: str | None, as_json: bool) -> None:
+    """The chosen offer's Pulumi resource plan (computed under mocks), as text on stderr or as
+    the JSON dry-run document on stdout."""
+    import contextlib
+
+    from launcher.cli.render import info, print_json
+    from launcher.planning.cloud_resources import chosen_resource_plan, dry_run_document
+
+    resources = chosen_resource_plan(loaded, plan, tags, ssh_cidr=ssh_cidr)
+    if as_json:
+        print_json(dry_run_document(plan, resources))
+        return
+    if resources.spec is None:
+        info(f"resources: {resources.note}")
+    else:
+        from launcher.cli.infra_cmd import print_resource_plan
+
+        # launch keeps stdout for the job's output; the plan tables go with the rest of the plan.
+        with contextlib.redirect_stdout(sys.stderr):
+            print_resource_plan(resources.spec, list(resources.resources))
+        for need in resources.deploy_needs:
+            info(f"  a real launch also needs {need}")
+    info("dry run: nothing was launched or recorded")
 
 
 def _clouds(values: list[str]) -> tuple[str, ...] | None:

@@ -12,7 +12,18 @@ from pathlib import Path
 
 from launcher.planning.budget import BudgetCheck, check_budget, org_budget_check
 from launcher.planning.candidates import Candidate, Overrides, local_scored, rank_candidates
-from launcher.planning.plan import Plan, build_plan, offer_label, plan_from_dict, plan_lines, plan_to_dict
+from launcher.planning.plan import (
+    CloudAccess,
+    Plan,
+    build_plan,
+    expected_parts,
+    offer_label,
+    plan_from_dict,
+    plan_lines,
+    plan_to_dict,
+)
+from launcher.errors import CredentialsError
+from launcher.providers.base import CredentialStatus
 from launcher.spec.loader import LoadedSpec
 from pricing.models import Offer
 
@@ -45,15 +56,37 @@ def make_plan(
     catalog_dir: Path | None = None,
     local_offer: Offer | None = None,
     enabled: Mapping[str, bool] | None = None,
+    statuses: Mapping[str, CredentialStatus] | None = None,
     project_budget=None,
     spend=None,
+    dry_run: bool = False,
 ) -> Plan:
-    """The real wiring: providers.detect for credentials, pricing for the catalog ranking."""
-    if enabled is None:
-        from launcher.providers.detect import enabled_clouds
+    """The real wiring: providers.detect for credentials, pricing for the catalog ranking.
 
-        enabled = {c: s.enabled for c, s in enabled_clouds().items()}
+    A cloud forced with `--cloud` (overrides.clouds) that has no credentials: a real launch
+    refuses (CredentialsError, exit 4, saying where we looked) unless another forced choice
+    remains; a dry run ranks its offers anyway and the plan marks them (Plan.credentials).
+    `statuses` (per cloud, from providers.detect) are looked up when `enabled` is not given.
+    """
+    if enabled is None:
+        if statuses is None:
+            from launcher.providers.detect import enabled_clouds
+
+            statuses = enabled_clouds()
+        enabled = {c: s.enabled for c, s in statuses.items()}
     enabled = {**enabled, "local": True}
+    found = dict(enabled)  # before a dry run pretends forced clouds are enabled
+    forced = tuple(c for c in (overrides.clouds or ()) if c != "local")
+    forced_off = [c for c in forced if not enabled.get(c)]
+    if forced_off and dry_run:
+        enabled.update({c: True for c in forced_off})  # show what a launch would do with credentials
+    elif forced_off and len(forced_off) == len(forced) and "local" not in (overrides.clouds or ()):
+        where = "; ".join(f"{c}: {_looked(c, statuses)}" for c in forced_off)
+        raise CredentialsError(
+            f"no offer: --cloud {','.join(forced_off)} has no credentials ({where})",
+            hint=f"set up credentials for {' or '.join(forced_off)}, or see the plan without them: "
+            f"launch SPEC --cloud {','.join(forced_off)} --dry-run",
+        )
     if local_offer is None:
         from launcher.providers.local import LocalProvider
 
@@ -85,9 +118,40 @@ def make_plan(
         project_budget=project_budget,
         spend=spend,
     )
+    plan = _with_credentials(plan, loaded, overrides, found, statuses)
     if project_budget is None and spend is None:
         plan = _with_org_budgets(plan, loaded)
     return plan
+
+
+def _looked(cloud: str, statuses: Mapping[str, CredentialStatus] | None) -> str:
+    st = (statuses or {}).get(cloud)
+    if st is None:
+        return "not enabled"
+    if st.enabled:
+        return st.source
+    from launcher.providers.detect import where_looked
+
+    return where_looked(st)
+
+
+def _with_credentials(plan: Plan, loaded: LoadedSpec, overrides: Overrides, found: Mapping[str, bool], statuses) -> Plan:
+    """Record, for every cloud the plan considered (forced, named by the spec, or offering), whether
+    credentials were found and where (or where we looked)."""
+    from dataclasses import replace
+
+    allowed = overrides.clouds
+    named = [a.placement().cloud for a in loaded.spec.resources.alternatives()]
+    considered: list[str] = []
+    for c in (*(allowed or ()), *named, *(c.scored.offer.cloud for c in plan.candidates)):
+        if c and c != "local" and (allowed is None or c in allowed) and c not in considered:
+            considered.append(c)
+    access = []
+    for c in considered:
+        on = bool(found.get(c))
+        source = _looked(c, statuses) if statuses is not None else ("enabled by the caller" if on else "not enabled")
+        access.append(CloudAccess(c, on, source))
+    return replace(plan, credentials=tuple(access))
 
 
 def _with_org_budgets(plan: Plan, loaded: LoadedSpec) -> Plan:
@@ -120,10 +184,12 @@ def _with_org_budgets(plan: Plan, loaded: LoadedSpec) -> Plan:
 __all__ = [
     "BudgetCheck",
     "Candidate",
+    "CloudAccess",
     "Overrides",
     "Plan",
     "build_plan",
     "check_budget",
+    "expected_parts",
     "local_scored",
     "make_plan",
     "offer_label",

@@ -147,7 +147,10 @@ def rank_candidates(
         local = [c for c in merged[MAX_CANDIDATES - 1 :] if c.scored.offer.cloud == "local"][:1]
         merged = merged[: MAX_CANDIDATES - len(local)] + local
     if not merged:
-        if disabled_named and len(disabled_named) == len([a for a in alts if a.placement().cloud not in (None, "local")]):
+        allowed = overrides.clouds
+        named = [a.placement().cloud for a in alts]
+        named = [c for c in named if c not in (None, "local") and (allowed is None or c in allowed)]
+        if disabled_named and len(disabled_named) == len(named):
             raise CredentialsError(
                 "no offer: " + "; ".join(reasons),
                 hint="set up credentials for one of those clouds, or add an `infra: local` alternative",

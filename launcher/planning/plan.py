@@ -19,6 +19,17 @@ MAX_FALLBACKS_SHOWN = 5
 
 
 @dataclass(frozen=True)
+class CloudAccess:
+    """Whether a cloud the plan considered has credentials, and where they were found (or where
+    we looked). A dry run may rank a cloud without credentials (`enabled=False`) to show what a
+    launch would do once they exist; a real launch never does."""
+
+    cloud: str
+    enabled: bool
+    source: str
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str
     num_nodes: int
@@ -28,6 +39,7 @@ class Plan:
     work_hours: float
     budget: BudgetCheck
     notes: tuple[str, ...] = field(default_factory=tuple)  # alternatives that produced nothing
+    credentials: tuple[CloudAccess, ...] = field(default_factory=tuple)  # clouds considered, by name
 
     @property
     def chosen(self) -> Candidate:
@@ -48,6 +60,21 @@ class Plan:
     @property
     def expected_hours(self) -> float:
         return self.chosen.scored.expected_hours
+
+    def access(self, cloud: str) -> CloudAccess | None:
+        return next((a for a in self.credentials if a.cloud == cloud), None)
+
+    @property
+    def clouds_without_credentials(self) -> tuple[str, ...]:
+        """Clouds whose offers are in the plan although no credentials were found (dry runs)."""
+        in_plan = {c.scored.offer.cloud for c in self.candidates}
+        return tuple(a.cloud for a in self.credentials if not a.enabled and a.cloud in in_plan)
+
+    @property
+    def launchable(self) -> tuple[Candidate, ...]:
+        """The candidates a real launch may use (a dry run can hold more)."""
+        off = set(self.clouds_without_credentials)
+        return tuple(c for c in self.candidates if c.scored.offer.cloud not in off)
 
 
 def build_plan(
@@ -100,19 +127,53 @@ def offer_label(o: Offer) -> str:
     return f"{where} {o.instance_type} ({gpu}, {market}, ${o.price_usd_per_hour:.4g}/h)"
 
 
-def plan_lines(plan: Plan) -> list[str]:
+def expected_parts(s: ScoredOffer) -> str:
+    """Where the expected hours go, e.g. 'work 0.5 h + checkpoints 0.50 h (every 1 min)'."""
+    p = s.parts or {}
+    work = p.get("work_hours")
+    if work is None:
+        return ""
+    bits = [f"work {work:g} h"]
+    ckpt = p.get("checkpoint_hours", 0.0)
+    if ckpt >= 0.005:
+        every = f" (every {s.checkpoint_minutes:g} min)" if s.checkpoint_minutes else ""
+        bits.append(f"checkpoints {ckpt:.2f} h{every}")
+    lost = p.get("lost_work_hours", 0.0) + p.get("restart_hours", 0.0)
+    if lost >= 0.005:
+        bits.append(f"interruptions {lost:.2f} h")
+    return " + ".join(bits)
+
+
+def _no_credentials_note(plan: Plan, cloud: str, forced: bool) -> str:
+    access = plan.access(cloud)
+    looked = access.source if access else "no credentials"
+    if plan.launchable:
+        consequence = "a real launch would skip its offers"
+    else:
+        consequence = "a real launch would refuse" if forced else "a real launch would find no offer"
+    return f"{cloud}: no credentials found — {consequence}: {looked}"
+
+
+def plan_lines(plan: Plan, *, forced_clouds: tuple[str, ...] | None = None) -> list[str]:
     c = plan.chosen.scored
+    missing = set(plan.clouds_without_credentials)
+    forced = bool(forced_clouds)
+    chosen_line = f"  chosen:   {offer_label(c.offer)}"
+    if c.offer.cloud in missing:
+        chosen_line += "  [no credentials]"
+    parts = expected_parts(c)
     lines = [
         f"Plan for {plan.name!r} ({plan.num_nodes} node{'s' if plan.num_nodes > 1 else ''}):",
-        f"  chosen:   {offer_label(c.offer)}",
+        chosen_line,
         f"  expected: ${plan.expected_cost_usd:,.2f} over {plan.expected_hours:.2f} h "
-        f"(work {plan.work_hours:g} h; interruption risk {c.interruption_band})",
+        f"({parts or f'work {plan.work_hours:g} h'}; interruption risk {c.interruption_band})",
     ]
     if c.offer.cloud == "local" and plan.gpu_requested:
         lines.append("  note:     runs on this machine's CPU (no enabled cloud offers the requested GPU)")
     for fb in plan.fallbacks[:MAX_FALLBACKS_SHOWN]:
         s = fb.scored
-        lines.append(f"  fallback: {offer_label(s.offer)}  ~${s.expected_cost_usd * plan.num_nodes:,.2f}")
+        mark = "  [no credentials]" if s.offer.cloud in missing else ""
+        lines.append(f"  fallback: {offer_label(s.offer)}  ~${s.expected_cost_usd * plan.num_nodes:,.2f}{mark}")
     if len(plan.fallbacks) > MAX_FALLBACKS_SHOWN:
         lines.append(f"  ... and {len(plan.fallbacks) - MAX_FALLBACKS_SHOWN} more fallbacks")
     b = plan.budget
@@ -124,6 +185,13 @@ def plan_lines(plan: Plan) -> list[str]:
     elif b.project_remaining_usd is not None:
         budget_bits.append(f"project {b.project!r} has ${b.project_remaining_usd:,.2f} left this month")
     lines.append("  budget:   " + ("; ".join(budget_bits) if budget_bits else "no budget set"))
+    for a in plan.credentials:
+        if a.cloud in missing:
+            lines.append(f"  credentials: {_no_credentials_note(plan, a.cloud, forced)}")
+        elif a.enabled:
+            lines.append(f"  credentials: {a.cloud}: found in {a.source}")
+        else:
+            lines.append(f"  credentials: {a.cloud}: none found ({a.source})")
     for n in plan.notes:
         lines.append(f"  skipped:  {n}")
     return lines
@@ -141,6 +209,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "work_hours": plan.work_hours,
         "budget": asdict(plan.budget),
         "notes": list(plan.notes),
+        "credentials": [asdict(a) for a in plan.credentials],
         "candidates": [{"alternative": c.alternative, "scored": asdict(c.scored)} for c in plan.candidates],
     }
 
@@ -160,6 +229,7 @@ def plan_from_dict(d: Mapping[str, Any]) -> Plan:
         work_hours=float(d["work_hours"]),
         budget=BudgetCheck(**d["budget"]),
         notes=tuple(d.get("notes", ())),
+        credentials=tuple(CloudAccess(**a) for a in d.get("credentials", ())),
     )
 
 

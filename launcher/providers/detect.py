@@ -35,8 +35,19 @@ def _found(cloud: str, source: str, account: str | None = None) -> CredentialSta
     return CredentialStatus(cloud, True, source, account)
 
 
+_MISSING_PREFIX = "no credentials ("
+
+
 def _missing(cloud: str, looked: str) -> CredentialStatus:
-    return CredentialStatus(cloud, False, f"no credentials ({looked})")
+    return CredentialStatus(cloud, False, f"{_MISSING_PREFIX}{looked})")
+
+
+def where_looked(status: CredentialStatus) -> str:
+    """For a disabled cloud: 'looked in <places>' (or the reason the credentials are unusable)."""
+    src = status.source
+    if src.startswith(_MISSING_PREFIX) and src.endswith(")"):
+        return "looked in " + src[len(_MISSING_PREFIX) : -1]
+    return src
 
 
 def _path(env: Mapping[str, str], var: str, default: Path) -> Path:
