@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select, union
 
 from launcher.atomic import atomic_write_bytes, atomic_write_text
 from launcher.ledger import models as m
@@ -50,7 +50,7 @@ def default_cache_dir(ledger_url: str) -> Path:
 
 @dataclass
 class CacheStats:
-    mode: str = "none"  # full | incremental
+    mode: str = "none"  # full | incremental | unchanged
     refreshed_attempts: int = 0
     refreshed_checkpoint_runs: int = 0
     seconds: float = 0.0
@@ -96,33 +96,36 @@ class ReportCache:
     # ---- refresh --------------------------------------------------------------------------
     def _incremental(
         self, conn: Any, old: dict[str, Any], attempts: pd.DataFrame, checkpoints: pd.DataFrame,
-        keep: int, ret: float, count: int,
-    ) -> tuple[pd.DataFrame, pd.DataFrame] | None:  # fmt: skip
-        """Re-read what can have changed; None when a full read is needed."""
+        keep: int, ret: float, count: int, max_id: int,
+    ) -> tuple[pd.DataFrame, pd.DataFrame, bool] | None:  # fmt: skip
+        """Re-read what can have changed: (attempts, checkpoints, changed?), or None when a full
+        read is needed."""
         a, e = m.attempts.c, m.events.c
         # only open attempts change (end_attempt is compare-and-set on open ones)
         open_ids = attempts.loc[attempts["ended_at"].isna(), "attempt_id"].tolist()
         open_runs = sorted(set(checkpoints.loc[checkpoints["run_ended_at"].isna(), "run_id"]))
-        if len(open_ids) > MAX_IN_LIST or len(open_runs) > MAX_IN_LIST:
-            return None
         since = datetime.fromisoformat(old["refreshed_at"]) - MARGIN
         from_id = old["max_event_id"] - MARGIN_EVENT_IDS
-        touched = select(e.attempt_id).where(e.id > from_id, e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None))
-        changed = _attempts(
-            conn, Window(), ALL_KEYS, False, with_ids=True,
-            where=or_(a.attempt_id.in_(open_ids), a.started_at >= since, a.attempt_id.in_(touched)),
-        )  # fmt: skip
-        attempts = pd.concat([attempts[~attempts["attempt_id"].isin(changed["attempt_id"])], changed], ignore_index=True)
+        ids_q = union(
+            select(a.attempt_id).where(a.started_at >= since),
+            select(e.attempt_id).where(e.id > from_id, e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None)),
+        )
+        ids = sorted(set(conn.execute(ids_q).scalars()) | set(open_ids))
+        ck_runs = set(conn.execute(select(e.run_id).where(e.id > from_id, e.kind == "checkpoint")).scalars())
+        ck_runs |= set(open_runs)
+        if len(ids) > MAX_IN_LIST or len(ck_runs) > MAX_IN_LIST:
+            return None
+        if not ids and not ck_runs and count == len(attempts) and max_id == old["max_event_id"]:
+            self.stats = CacheStats("unchanged")
+            return attempts, checkpoints, False
+        changed = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids) if ids else attempts.iloc[:0]
+        attempts = pd.concat([attempts[~attempts["attempt_id"].isin(ids)], changed], ignore_index=True)
         if len(attempts) != count:  # e.g. an attempt added with an old start time
             return None
-        ck_touched = select(e.run_id).where(e.id > from_id, e.kind == "checkpoint")
-        ck_new = _checkpoints(
-            conn, Window(), ALL_KEYS, keep, ret, where=or_(e.run_id.in_(ck_touched), e.run_id.in_(open_runs))
-        )
-        runs = set(open_runs) | set(conn.execute(ck_touched).scalars())
-        checkpoints = pd.concat([checkpoints[~checkpoints["run_id"].isin(runs)], ck_new], ignore_index=True)
-        self.stats = CacheStats("incremental", len(changed), len(runs))
-        return attempts, checkpoints
+        ck_new = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=e.run_id.in_(sorted(ck_runs)))
+        checkpoints = pd.concat([checkpoints[~checkpoints["run_id"].isin(ck_runs)], ck_new], ignore_index=True)
+        self.stats = CacheStats("incremental", len(changed), len(ck_runs))
+        return attempts, checkpoints, True
 
     def frames(self, ledger: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Every attempt (with facts and all keys) and every sized checkpoint, up to date."""
@@ -135,20 +138,22 @@ class ReportCache:
             max_id = conn.execute(select(func.coalesce(func.max(e.id), 0))).scalar_one()
             count = conn.execute(select(func.count()).select_from(m.attempts)).scalar_one()
             meta = {"max_event_id": int(max_id), "refreshed_at": refreshed_at.isoformat()}
+            changed = True
             if cached is not None and int(max_id) >= cached[0]["max_event_id"]:
                 old_meta, attempts, checkpoints = cached
-                refreshed = self._incremental(conn, old_meta, attempts, checkpoints, keep, ret, count)
+                refreshed = self._incremental(conn, old_meta, attempts, checkpoints, keep, ret, count, int(max_id))
                 if refreshed is None:
                     cached = None
                 else:
-                    attempts, checkpoints = refreshed
+                    attempts, checkpoints, changed = refreshed
             else:
                 cached = None
             if cached is None:
                 attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True)
                 checkpoints = _checkpoints(conn, Window(), ALL_KEYS, keep, ret)
                 self.stats = CacheStats("full", len(attempts), -1)
-        self._write(meta, attempts, checkpoints)
+        if changed:
+            self._write(meta, attempts, checkpoints)
         self.stats.seconds = time.perf_counter() - t0
         return attempts, checkpoints
 

@@ -177,8 +177,9 @@ def has_attempt_event_index(conn: Any) -> bool:
     return False
 
 
-def _event_facts_columns(conn: Any, a: Any) -> tuple[dict[str, Any], Any]:
-    """Per-attempt event facts as column expressions, and the FROM clause to add (or None)."""
+def _event_facts_columns(conn: Any, a: Any, only_ids: Sequence[str] | None = None) -> tuple[dict[str, Any], Any]:
+    """Per-attempt event facts as column expressions, and the FROM clause to add (or None).
+    `only_ids` limits the events read to those attempts."""
     e = m.events.c
     if has_attempt_event_index(conn):
         ev = m.events.alias("ev")
@@ -204,6 +205,7 @@ def _event_facts_columns(conn: Any, a: Any) -> tuple[dict[str, Any], Any]:
             func.count(case((e.kind == "price", 1))).label("n_price"),
         )
         .where(e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None))
+        .where(true() if only_ids is None else e.attempt_id.in_(list(only_ids)))
         .group_by(e.attempt_id)
         .subquery("ev")
     )
@@ -211,10 +213,16 @@ def _event_facts_columns(conn: Any, a: Any) -> tuple[dict[str, Any], Any]:
 
 
 def _attempts(
-    conn: Any, window: Window, keys: Sequence[str], detail: bool, *, with_ids: bool = False, where: Any = None
+    conn: Any,
+    window: Window,
+    keys: Sequence[str],
+    detail: bool,
+    *,
+    with_ids: bool = False,
+    only_ids: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     a, r = m.attempts.c, m.runs.c
-    ev, agg = _event_facts_columns(conn, a)
+    ev, agg = _event_facts_columns(conn, a, only_ids)
     q = _Select(conn)
     for name in ("seq", "num_nodes", "accelerator_count", "price_usd_per_hour", "on_demand_price_usd_per_hour", "billed_seconds"):
         q.num(name, getattr(a, name))
@@ -245,8 +253,8 @@ def _attempts(
     if agg is not None:
         src = src.outerjoin(agg, agg.c.aid == a.attempt_id)
     stmt = q.statement().select_from(src).where(_attempt_window(a, window))
-    if where is not None:
-        stmt = stmt.where(where)
+    if only_ids is not None:
+        stmt = stmt.where(a.attempt_id.in_(list(only_ids)))
     df = q.frame(conn, stmt)
     df["preempted"] = df["preempted"].to_numpy() > 0
     if "spot" in df:
