@@ -61,7 +61,8 @@ def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datet
         return None
     missing = missing_spec_tags(loaded)
     if missing:
-        keys = ", ".join(f"{_SPEC_KEY[m]}:" for m in missing)
+        names = [f"`{_SPEC_KEY[m]}:`" for m in missing]
+        keys = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         where = f" in {loaded.path}" if loaded.path else ""
         raise BadInputError(
             f"refused: a cloud launch tags every billable resource, and the spec does not set these "

@@ -1,0 +1,165 @@
+"""`launch SPEC --cloud aws|gcp --dry-run` through the real CLI entry point (subprocesses):
+the ranked plan plus the chosen offer's Pulumi resource plan (computed from the real program
+under Pulumi mocks), without credentials or the Pulumi CLI; the same with moto credentials
+(provider enabled, nothing created in moto, nothing written); refusal of a spec that lacks
+mandatory tags; a real launch of a cloud without credentials (exit 4, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from datetime import datetime, timedelta
+
+import pytest
+
+from launcher.providers.base import REQUIRED_TAGS
+from tests.cli.launch_helpers import clean_env, state_files  # noqa: F401  (clean_env is a fixture)
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+TRAIN = str(REPO / "task_specs" / "train.yaml")
+# What task_specs/train.yaml says; the tags must carry exactly these values.
+SPEC_TAGS = {"project": "examples", "experiment": "digits", "owner": "ml-team", "cost-center": "research"}
+DEADLINE = timedelta(hours=6)  # train.yaml `deadline: 6h` -> expires-at = created-at + 6 h
+TS = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _dry_run_json(cloud: str) -> dict:
+    r = run_cli("launch", TRAIN, "--cloud", cloud, "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _check_tag_values(tags: dict) -> None:
+    """The run's tag set: the spec's values, our generated ones, consistent with each other."""
+    assert set(REQUIRED_TAGS) <= set(tags)
+    assert {k: tags[k] for k in SPEC_TAGS} == SPEC_TAGS
+    assert tags["managed-by"] == "gpu-launcher"
+    assert re.fullmatch(r"r-\d{8}-\d{6}-[0-9a-f]{6}", tags["run-id"]), tags["run-id"]
+    assert tags["cluster"] == tags["run-id"] + "-c1"  # the controller's first cluster of the run
+    created, expires = (datetime.strptime(tags[k], TS) for k in ("created-at", "expires-at"))
+    assert expires - created == DEADLINE
+
+
+def _check_ranked(doc: dict, cloud: str) -> list[dict]:
+    cands = doc["plan"]["candidates"]
+    assert cands and {c["scored"]["offer"]["cloud"] for c in cands} == {cloud}
+    costs = [c["scored"]["expected_cost_usd"] for c in cands]
+    assert costs == sorted(costs)  # best expected cost first
+    assert [c["scored"]["rank"] for c in cands] == list(range(1, len(cands) + 1))
+    chosen = cands[0]["scored"]["offer"]
+    assert chosen["accelerator"] in ("T4", "L4") and chosen["accelerator_count"] == 1
+    return cands
+
+
+def _billable(doc: dict) -> list[dict]:
+    res = doc["resource_plan"]["resources"]
+    billable = [r for r in res if r["billable"]]
+    kinds = {r["type"].split(":")[-1] for r in billable}
+    assert {"Instance", "Bucket"} <= kinds, kinds
+    return billable
+
+
+def test_aws_dry_run_without_credentials_prints_ranked_and_resource_plan(launcher_home):
+    r = run_cli("launch", TRAIN, "--cloud", "aws", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    err = r.stderr
+    assert r.stdout == ""  # launch keeps stdout for the job's output
+    assert "Plan for 'train-digits' (1 node):" in err
+    chosen = next(line for line in err.splitlines() if line.startswith("  chosen:"))
+    assert chosen.split()[1].startswith("aws/") and chosen.endswith("[no credentials]")
+    # 0.5 h of work with a checkpoint every minute: the other half hour is checkpoint overhead.
+    assert "over 1.00 h (work 0.5 h + checkpoints 0.50 h (every 1 min);" in err
+    assert "aws: no credentials found — a real launch would refuse: looked in env AWS_ACCESS_KEY_ID" in err
+    assert "computed from the program under Pulumi mocks (nothing deployed)" in err
+    assert "aws:ec2/instance:Instance" in err and "market=spot/one-time/terminate" in err
+    for value in SPEC_TAGS.values():
+        assert f"│ {value} " in err  # the tag table
+    assert "a real launch also needs --ssh-cidr" in err
+    assert "dry run: nothing was launched or recorded" in err
+    assert state_files(launcher_home) == []
+
+    doc = _dry_run_json("aws")
+    cands = _check_ranked(doc, "aws")
+    assert doc["chosen"]["credentials_found"] is False
+    (access,) = doc["plan"]["credentials"]
+    assert access["cloud"] == "aws" and not access["enabled"] and "AWS_ACCESS_KEY_ID" in access["source"]
+    rp = doc["resource_plan"]
+    offer = cands[0]["scored"]["offer"]
+    assert (rp["cloud"], rp["region"], rp["zone"], rp["spot"]) == ("aws", offer["region"], offer["zone"], offer["spot"])
+    _check_tag_values(rp["tags"])
+    for res in _billable(doc):
+        assert rp["tags"].items() <= res["tags"].items(), res["type"]
+        if res["type"] == "aws:ec2/instance:Instance":
+            assert res["inputs"]["instanceType"] == offer["instance_type"]
+            assert rp["tags"].items() <= res["inputs"]["rootBlockDevice"]["tags"].items()  # the root volume too
+    assert state_files(launcher_home) == []
+
+
+def test_gcp_dry_run_without_credentials_shows_sanitized_labels(launcher_home):
+    from infra.tags import is_valid_gcp_label, to_gcp_labels
+
+    doc = _dry_run_json("gcp")
+    cands = _check_ranked(doc, "gcp")
+    rp = doc["resource_plan"]
+    assert rp["cloud"] == "gcp" and rp["zone"] == cands[0]["scored"]["offer"]["zone"]
+    _check_tag_values(rp["tags"])
+    labels = rp["labels"]
+    assert labels == to_gcp_labels(rp["tags"])
+    assert all(is_valid_gcp_label(k, v) for k, v in labels.items())
+    assert labels["created-at"] == rp["tags"]["created-at"].lower().replace(":", "-")
+    for res in _billable(doc):
+        assert labels.items() <= res["tags"].items(), res["type"]
+        assert all(is_valid_gcp_label(k, v) for k, v in res["tags"].items())
+    inst = next(r for r in doc["resource_plan"]["resources"] if r["type"] == "gcp:compute/instance:Instance")
+    assert inst["inputs"]["scheduling"]["provisioningModel"] == "SPOT"
+    assert state_files(launcher_home) == []
+
+
+def test_moto_credentials_enable_aws_and_the_dry_run_touches_nothing(aws_env, launcher_home):
+    import boto3
+
+    doc = _dry_run_json("aws")
+    (access,) = doc["plan"]["credentials"]
+    assert access["enabled"] and doc["chosen"]["credentials_found"] is True
+    assert "AWS_ACCESS_KEY_ID" in access["source"] and aws_env in access["source"]  # where they were found
+    _check_tag_values(doc["resource_plan"]["tags"])
+    # Nothing was created in moto (the regions of the chosen offer and the first fallbacks), and
+    # nothing was recorded.
+    regions = {c["scored"]["offer"]["region"] for c in doc["plan"]["candidates"][:6]} | {"us-east-1"}
+    for region in sorted(regions):
+        ec2 = boto3.client("ec2", region_name=region, endpoint_url=aws_env)
+        assert ec2.describe_instances()["Reservations"] == [], region
+        assert [v for v in ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")] == [], region
+    assert boto3.client("s3", endpoint_url=aws_env).list_buckets()["Buckets"] == []
+    assert state_files(launcher_home) == []
+
+
+def test_spec_without_mandatory_tags_is_refused(tmp_path, aws_env, launcher_home):
+    text = (REPO / "task_specs" / "train.yaml").read_text()
+    text = re.sub(r"^  (owner|cost_center): .*\n", "", text, flags=re.M)
+    spec = tmp_path / "train.yaml"
+    spec.write_text(text)
+    shutil.copy(REPO / "task_specs" / "train.py", tmp_path / "train.py")
+    for extra in (["--dry-run"], ["--dry-run", "--json"], ["--yes"]):
+        r = run_cli("launch", str(spec), "--cloud", "aws", *extra)
+        assert r.returncode == 2, (extra, r.stderr)
+        assert "mandatory tags: owner, cost-center" in r.stderr
+        assert "add `owner:` and `cost_center:` under `launcher:`" in r.stderr
+        assert "resource plan" not in r.stderr and r.stdout == ""
+    assert state_files(launcher_home) == []
+    # The local backend creates no tagged resources: the same spec may run there.
+    r = run_cli("launch", str(spec), "--cloud", "local", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "resources: the local backend runs on this machine: no cloud resources, no Pulumi stack" in r.stderr
+
+
+@pytest.mark.parametrize("cloud, looked", [("aws", "env AWS_ACCESS_KEY_ID"), ("gcp", "GOOGLE_APPLICATION_CREDENTIALS")])
+def test_real_launch_without_credentials_exits_4_and_writes_nothing(cloud, looked, launcher_home):
+    r = run_cli("launch", TRAIN, "--cloud", cloud, "--yes")
+    assert r.returncode == 4, r.stderr
+    assert f"--cloud {cloud} has no credentials" in r.stderr and looked in r.stderr
+    assert "Plan for" not in r.stderr  # refused before planning, let alone provisioning
+    assert state_files(launcher_home) == []
