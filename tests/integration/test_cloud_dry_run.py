@@ -163,3 +163,42 @@ def test_real_launch_without_credentials_exits_4_and_writes_nothing(cloud, looke
     assert f"--cloud {cloud} has no credentials" in r.stderr and looked in r.stderr
     assert "Plan for" not in r.stderr  # refused before planning, let alone provisioning
     assert state_files(launcher_home) == []
+
+
+# ---- the planning pieces in-process (no subprocess, no Pulumi) ---------------------------------
+
+
+def _statuses(aws_enabled: bool):
+    from launcher.providers.base import CredentialStatus
+
+    src = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY" if aws_enabled else "no credentials (env AWS_ACCESS_KEY_ID, /h/.aws/credentials)"
+    return {"aws": CredentialStatus("aws", aws_enabled, src), "gcp": CredentialStatus("gcp", False, "no credentials (x)")}
+
+
+def test_dry_run_plan_ranks_a_forced_cloud_without_credentials_and_a_launch_refuses():
+    from launcher.errors import CredentialsError, ExitCode
+    from launcher.planning import CloudAccess, Overrides, make_plan, plan_from_dict, plan_to_dict
+    from launcher.spec import load_spec
+
+    loaded = load_spec(TRAIN)
+    plan = make_plan(loaded, overrides=Overrides(clouds=("aws",)), statuses=_statuses(False), dry_run=True)
+    assert plan.chosen.scored.offer.cloud == "aws"
+    assert plan.clouds_without_credentials == ("aws",) and plan.launchable == ()
+    assert plan.credentials == (CloudAccess("aws", False, "looked in env AWS_ACCESS_KEY_ID, /h/.aws/credentials"),)
+    assert plan_from_dict(json.loads(json.dumps(plan_to_dict(plan)))).credentials == plan.credentials
+    with pytest.raises(CredentialsError, match="looked in env AWS_ACCESS_KEY_ID") as e:
+        make_plan(loaded, overrides=Overrides(clouds=("aws",)), statuses=_statuses(False))
+    assert e.value.exit_code == ExitCode.CREDENTIALS
+    # With credentials, the dry run and the launch rank the same offers, and say where they were found.
+    on = make_plan(loaded, overrides=Overrides(clouds=("aws",)), statuses=_statuses(True))
+    assert on.launchable == on.candidates and on.credentials[0].source == "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+    assert [c.scored for c in on.candidates] == [c.scored for c in plan.candidates]
+
+
+def test_missing_spec_tags_names_what_the_spec_leaves_to_defaults():
+    from launcher.planning.cloud_resources import missing_spec_tags
+    from launcher.spec import load_spec_text
+
+    assert missing_spec_tags(load_spec_text("run: x\n")) == ["project", "experiment", "owner", "cost-center"]
+    named = load_spec_text("name: n\nrun: x\nlauncher: {project: p, owner: o}\n")
+    assert missing_spec_tags(named) == ["cost-center"]  # the experiment tag falls back to the name
