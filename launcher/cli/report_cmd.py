@@ -109,6 +109,8 @@ def reconcile_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     as_of: str | None = typer.Option(None, "--as-of", help="Count open attempts up to this time (default: now)."),
 ) -> None:
+    """Compare the ledger's cost per experiment with the cloud bill (AWS Cost Explorer by the
+    `experiment` tag, a GCP billing export by the `experiment` label)."""
     from launcher.cli.render import info, print_json, print_table
     from launcher.errors import BadInputError
     from launcher.ledger import Ledger

@@ -36,7 +36,10 @@ from launcher.report.periods import Window
 
 CACHE_VERSION = 1
 MARGIN = timedelta(minutes=10)
-MARGIN_EVENT_IDS = 10_000
+# SQLite has one writer at a time, so event ids become visible in order; PostgreSQL sequences
+# do not promise that, so recent ids are read again (harmless: facts are max/min).
+MARGIN_EVENT_IDS = {"sqlite": 0}
+DEFAULT_MARGIN_EVENT_IDS = 1_000
 MAX_IN_LIST = 5_000  # open attempts/runs re-read by id; more means a full read
 ALL_KEYS = (*RUN_KEYS, "region", "run_id", "attempt_id")
 
@@ -73,10 +76,6 @@ class ReportCache:
             checkpoints = pd.read_parquet(self.dir / f"checkpoints-{gen}.parquet")
         except (OSError, ValueError, KeyError):
             return None
-        for df in (attempts, checkpoints):
-            for c in df.columns:
-                if df[c].dtype != "float64" and df[c].dtype != bool:
-                    df[c] = df[c].astype(object)
         return meta, attempts, checkpoints
 
     def _write(self, meta: dict[str, Any], attempts: pd.DataFrame, checkpoints: pd.DataFrame) -> None:
@@ -105,7 +104,7 @@ class ReportCache:
         open_ids = attempts.loc[attempts["ended_at"].isna(), "attempt_id"].tolist()
         open_runs = sorted(set(checkpoints.loc[checkpoints["run_ended_at"].isna(), "run_id"]))
         since = datetime.fromisoformat(old["refreshed_at"]) - MARGIN
-        from_id = old["max_event_id"] - MARGIN_EVENT_IDS
+        from_id = old["max_event_id"] - MARGIN_EVENT_IDS.get(conn.dialect.name, DEFAULT_MARGIN_EVENT_IDS)
         ids_q = union(
             select(a.attempt_id).where(a.started_at >= since),
             select(e.attempt_id).where(e.id > from_id, e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None)),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
