@@ -202,3 +202,25 @@ def test_missing_spec_tags_names_what_the_spec_leaves_to_defaults():
     assert missing_spec_tags(load_spec_text("run: x\n")) == ["project", "experiment", "owner", "cost-center"]
     named = load_spec_text("name: n\nrun: x\nlauncher: {project: p, owner: o}\n")
     assert missing_spec_tags(named) == ["cost-center"]  # the experiment tag falls back to the name
+
+
+def test_forced_cloud_without_credentials_is_a_credentials_error_in_build_plan_too():
+    from launcher.errors import CredentialsError
+    from launcher.planning import Overrides, build_plan
+    from launcher.providers.local import LocalProvider
+    from launcher.spec import load_spec
+
+    def never(query):
+        raise AssertionError("no cloud is usable: nothing to rank")
+
+    with pytest.raises(CredentialsError, match="aws has no credentials"):
+        build_plan(load_spec(TRAIN), enabled={"aws": False, "gcp": True}, local_offer=LocalProvider().offer(),
+                   rank_cloud=never, overrides=Overrides(clouds=("aws",)))  # fmt: skip
+
+
+def test_json_needs_dry_run(launcher_home, capsys):
+    from tests.cli.launch_helpers import cli_inproc
+
+    code, out, err = cli_inproc(capsys, "launch", TRAIN, "--json", "--yes")
+    assert code == 2 and "--json goes with --dry-run" in err and out == ""
+    assert state_files(launcher_home) == []
