@@ -122,6 +122,12 @@ class Controller:
         self._state = RunState.PENDING
         self._last_beat = float("-inf")
         self._unusable_clouds: set[str] = set()  # provider cannot work at all (tool/credentials missing)
+        # Time as the policies see it: the run's age when this controller started (wall clock,
+        # from the ledger) plus time since on the injected clock, so tests can drive it.
+        self._started_clock = deps.clock()
+        self._age_at_start_s = 0.0
+        self._prior_work_s = 0.0  # running time of attempts made before this controller started
+        self._work_s = 0.0  # `run`-phase time of this controller's attempts (injected clock)
 
     # ---- public -------------------------------------------------------------------------------
     def request_cancel(self) -> None:
@@ -133,6 +139,7 @@ class Controller:
         self._state = run.state
         if is_terminal(run.state):
             return self._result()
+        self._start_clocks(run)
         info: ControllerInfo = this_controller(self.mode)
         self.led.add_event(self.job.run_id, CONTROLLER_EVENT, info.__dict__)
         self._beat(force=True)
@@ -200,8 +207,10 @@ class Controller:
                         self._fail(EndReason.PROVISION_FAILED, "recovery policy kept waiting; giving up")
                         return
                     self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"decision": "wait", "seconds": wait, "reason": decision.reason})
-                    self._sleep_watchful(wait)
-                    waited_s += wait
+                    # Ask again early when spot capacity comes back (a provider that knows says so).
+                    had_spot = self._spot_capacity()
+                    slept = self._sleep_watchful(wait, wake=None if had_spot else self._spot_capacity)
+                    waited_s += slept
                     continue
                 offer, why = decision.offer, decision.reason or self.d.policy.name
                 if last_failed is not None and offer.offer == last_failed.offer:
@@ -333,6 +342,8 @@ class Controller:
         while True:
             result: ExecResult | None = execution.wait(self.d.poll_interval_s)
             if result is not None:
+                if run_started is not None:
+                    self._work_s += max(0.0, self.d.clock() - run_started)
                 return result, stop_reason
             new_phase = getattr(execution, "phase", phase)
             if new_phase != phase and new_phase == "run":
@@ -434,33 +445,60 @@ class Controller:
         self.led.set_cluster_state(cluster, ClusterState.TERMINATED)
 
     # ---- helpers ------------------------------------------------------------------------------
-    def _decision_state(self, previous: ScoredOffer | None, preemptions: int) -> DecisionState:
-        """What a deadline-aware policy sees. Work done is approximated by the time attempts
-        spent running (the controller cannot see inside the job; lost work after a
-        preemption is bounded by the checkpoint interval)."""
-        run = self.led.get_run(self.job.run_id)
+    def _start_clocks(self, run) -> None:
         now = datetime.now(UTC)
-        created = run.created_at or now
-        done_s = sum(
+        self._started_clock = self.d.clock()
+        self._age_at_start_s = max(0.0, (now - (run.created_at or now)).total_seconds())
+        self._prior_work_s = sum(
             ((a.ended_at or now) - a.started_at).total_seconds()
             for a in self.led.attempts(self.job.run_id)
-            if a.end_reason not in (EndReason.PROVISION_FAILED,)
+            if a.end_reason != EndReason.PROVISION_FAILED
         )
+
+    def _spot_capacity(self) -> bool:
+        """Whether spot capacity may exist now for some ranked spot offer. Providers that know
+        (the optional `spot_available(offer, now) -> bool | None`, e.g. the local backend
+        following a spot trace) are asked; unknown (None, no such capability, an error) counts
+        as available, so we try rather than wait. No spot offer at all: True (nothing to wait for)."""
+        now = datetime.now(UTC)
+        answers: list[bool | None] = []
+        for s in self.job.plan.ranked:
+            o = s.offer
+            if not o.spot or o.cloud in self._unusable_clouds:
+                continue
+            try:
+                ask = getattr(self.d.provider_for(o.cloud), "spot_available", None)
+                answers.append(ask(o, now) if ask is not None else None)
+            except Exception:  # a provider that cannot answer must not stop the run
+                answers.append(None)
+            if answers[-1] is not False:
+                return True
+        return not answers
+
+    def _decision_state(self, previous: ScoredOffer | None, preemptions: int) -> DecisionState:
+        """What a deadline-aware policy sees. The controller asks only when nothing is held (at
+        a start, after a preemption, node loss or failed provision), so `current` is NONE and no
+        restart overhead is being paid. Work done is approximated by the time attempts spent in
+        their `run` phase (the controller cannot see inside the job; the work lost at a
+        preemption is bounded by the job's checkpoint interval)."""
+        elapsed_s = self._age_at_start_s + (self.d.clock() - self._started_clock)
+        done_s = self._prior_work_s + self._work_s
         prev = previous.offer if previous else None
         spot = [s.offer.price_usd_per_hour for s in self.job.plan.ranked if s.offer.spot]
         od = [s.offer.price_usd_per_hour for s in self.job.plan.ranked if not s.offer.spot]
         return DecisionState(
-            elapsed_hours=(now - created).total_seconds() / 3600.0,
+            elapsed_hours=elapsed_s / 3600.0,
             work_done_hours=done_s / 3600.0,
             work_total_hours=self.job.plan.work_hours,
             deadline_hours=self.job.spec.launcher.deadline_hours,
             restart_overhead_hours=self.d.restart_overhead_hours,
             current=Choice.NONE,
             current_zone=0,
-            spot_available=(True,),  # unknown until we try: assume capacity
+            spot_available=(self._spot_capacity(),),
             spot_price_usd_per_hour=min(spot) if spot else (prev.price_usd_per_hour if prev and prev.spot else None),
             on_demand_price_usd_per_hour=min(od) if od else None,
             preemptions=preemptions,
+            overhead_remaining_hours=0.0,
         )
 
     def _beat(self, force: bool = False) -> bool:
@@ -475,11 +513,17 @@ class Controller:
         if self._stop_requested() is not None:
             raise _Stopped
 
-    def _sleep_watchful(self, seconds: float) -> None:
-        end = self.d.clock() + seconds
+    def _sleep_watchful(self, seconds: float, wake: Callable[[], bool] | None = None) -> float:
+        """Sleep up to `seconds`, honoring cancel and budget; stop early once `wake()` is true.
+        Returns the seconds slept."""
+        start = self.d.clock()
+        end = start + seconds
         while self.d.clock() < end:
             self._check_cancel()
+            if wake is not None and wake():
+                break
             self.d.sleep(min(self.d.poll_interval_s * 4, max(end - self.d.clock(), 0.0)))
+        return self.d.clock() - start
 
     def _scored_for(self, attempt) -> ScoredOffer | None:
         """The ranked offer an attempt used (matched on cloud/region/zone/type/market)."""

@@ -156,6 +156,7 @@ def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
 def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: float):
     """local -> one LocalProvider per controller (with the simulated preemption schedule,
     continuing after the placements already made); others from the registry."""
+    from launcher.ledger.records import EndReason
     from launcher.providers import registry
     from launcher.providers.local import LocalProvider, PreemptionSchedule, SpotTrace
 
@@ -166,7 +167,10 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: 
     trace = None
     if opts.simulate_trace:
         trace = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
-    previous_local = sum(1 for a in ledger.attempts(run_id) if a.cloud == "local")
+    # Only spot placements consume the schedule (and only those that were provisioned).
+    previous_local = sum(
+        1 for a in ledger.attempts(run_id) if a.cloud == "local" and a.spot and a.end_reason != EndReason.PROVISION_FAILED
+    )
     local = LocalProvider(schedule, trace=trace, placements_before=previous_local)
     cache: dict[str, object] = {"local": local}
 
