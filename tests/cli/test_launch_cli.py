@@ -312,7 +312,7 @@ def test_project_budget_in_budgets_yaml_refuses(tmp_path, monkeypatch, launcher_
     assert "left in budget" in err and "$0.10" in err
     assert [f for f in state_files(launcher_home) if f != "budgets.yaml"] == []
     # another project is not limited by it
-    other = write_spec(tmp_path, "resources: {accelerators: 'L4:1', infra: aws}\nrun: x\nlauncher: {project: nlp}\n", name="o.yaml")
+    other = write_spec(tmp_path, "name: o\nresources: {accelerators: 'L4:1', infra: aws}\nrun: x\nlauncher: {project: nlp, owner: a, cost_center: c}\n", name="o.yaml")
     assert cli_inproc(capsys, "launch", str(other), "--dry-run")[0] == 0
 
 
