@@ -21,6 +21,8 @@ see default_tags).
 
 from __future__ import annotations
 
+import re
+
 import pulumi
 import pulumi_aws as aws
 
@@ -30,6 +32,14 @@ VPC_CIDR = "10.77.0.0/16"
 SUBNET_CIDR = "10.77.0.0/20"
 DEFAULT_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 
+
+
+_ZONE_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")
+
+
+def is_zone_id(zone: str | None) -> bool:
+    """`use1-az4` is a zone ID; `us-east-1a` a zone name."""
+    return bool(zone and _ZONE_ID.match(zone))
 
 def aws_program(spec: ClusterInfraSpec) -> None:
     """Declare the cluster's resources; exports the outputs `infra.stacks.StackOutputs` reads."""
@@ -55,8 +65,13 @@ def aws_program(spec: ClusterInfraSpec) -> None:
         tags=tagged(f"{p}-vpc"), opts=opts,
     )
     igw = aws.ec2.InternetGateway(f"{p}-igw", vpc_id=vpc.id, tags=tagged(f"{p}-igw"), opts=opts)
+    # SkyPilot's AWS catalog names spot zones by zone ID (`use1-az4`), which is the same physical
+    # zone in every account; zone names (`us-east-1a`) are shuffled per account.
+    zone_by_id = is_zone_id(spec.zone)
     subnet = aws.ec2.Subnet(
-        f"{p}-subnet", vpc_id=vpc.id, cidr_block=SUBNET_CIDR, availability_zone=spec.zone,
+        f"{p}-subnet", vpc_id=vpc.id, cidr_block=SUBNET_CIDR,
+        availability_zone=None if zone_by_id else spec.zone,
+        availability_zone_id=spec.zone if zone_by_id else None,
         map_public_ip_on_launch=True, tags=tagged(f"{p}-subnet"), opts=opts,
     )
     route_table = aws.ec2.RouteTable(
@@ -123,7 +138,7 @@ def aws_program(spec: ClusterInfraSpec) -> None:
                 name,
                 ami=ami,
                 instance_type=spec.instance_type,
-                availability_zone=spec.zone,
+                availability_zone=None if zone_by_id else spec.zone,  # else the subnet decides
                 subnet_id=subnet.id,
                 vpc_security_group_ids=[sg.id],
                 key_name=key.key_name,

@@ -112,26 +112,14 @@ def chosen_resource_plan(
         return CloudResourcePlan(offer.cloud, note=f"no Pulumi program for {offer.cloud} (have: {', '.join(STACK_CLOUDS)})")
     assert tags is not None, "cloud_tags() gives the tags of a plan with a cloud offer"
     from infra.plan import resource_plan
-    from infra.spec import ClusterInfraSpec, read_public_key
+    from launcher.providers.base import ClusterRequest
+    from launcher.providers.stack_backed import infra_spec_for
 
-    env = os.environ if env is None else env
-    fields: dict[str, Any] = {}
-    if loaded.spec.resources.disk_size:
-        fields["disk_size_gib"] = loaded.spec.resources.disk_size
-    if offer.cloud == "gcp":
-        from launcher.providers.gcp import PROJECT_ENVS
-
-        project = next((env[v] for v in PROJECT_ENVS if env.get(v)), None)
-        if project:
-            fields["gcp_project"] = project
-    spec = ClusterInfraSpec.from_offer(
-        offer,
-        num_nodes=plan.num_nodes,
-        tags=dict(tags),
-        ssh_public_key=read_public_key(None),
-        ssh_allowed_cidr=ssh_cidr,
-        **fields,
-    )
+    request = ClusterRequest(
+        cluster=tags["cluster"], offer=offer, num_nodes=plan.num_nodes, tags=dict(tags),
+        disk_size_gib=loaded.spec.resources.disk_size, ssh_allowed_cidr=ssh_cidr,
+    )  # fmt: skip
+    spec = infra_spec_for(request, env=os.environ if env is None else env)
     needs = []
     if not spec.ssh_allowed_cidr:
         needs.append("--ssh-cidr (or LAUNCHER_SSH_CIDR): the network allowed to SSH in")

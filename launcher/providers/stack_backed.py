@@ -18,16 +18,29 @@ def _infra():
     return naming, spec, stacks
 
 
-def provision_stack(request: ClusterRequest, **overrides) -> ClusterHandle:
-    """`pulumi up` the cluster's stack and return its handle. Refuses (BadInputError) without an
-    SSH key or allowed CIDR, and (ToolMissingError) without the Pulumi CLI, before creating
-    anything. `request.image_id` is the job's container image, not a VM image, so it is not
-    passed to the stack (the VM gets infra's default deep-learning image)."""
-    _naming, spec_mod, stacks = _infra()
+def infra_spec_for(request: ClusterRequest, *, env=None, **overrides):
+    """The ClusterInfraSpec a request becomes: the one builder shared by `provision` and by
+    `launch --dry-run`'s resource plan, so what the dry run shows is what `up` deploys.
+
+    From the environment: AWS_ENDPOINT_URL points the Pulumi AWS provider at the same endpoint
+    boto3 uses (e.g. moto_server), so a test never reaches real AWS; the GCP project from the
+    provider's usual variables unless given."""
+    import os
+
+    _naming, spec_mod, _stacks = _infra()
+    env = os.environ if env is None else env
     fields = dict(overrides)
     if request.disk_size_gib:
         fields["disk_size_gib"] = request.disk_size_gib
-    spec = spec_mod.ClusterInfraSpec.from_offer(
+    if request.offer.cloud == "aws" and env.get("AWS_ENDPOINT_URL") and "aws" not in fields:
+        fields["aws"] = spec_mod.AwsProviderSettings.for_endpoint(env["AWS_ENDPOINT_URL"])
+    if request.offer.cloud == "gcp" and "gcp_project" not in fields:
+        from launcher.providers.gcp import PROJECT_ENVS
+
+        project = next((env[v] for v in PROJECT_ENVS if env.get(v)), None)
+        if project:
+            fields["gcp_project"] = project
+    return spec_mod.ClusterInfraSpec.from_offer(
         request.offer,
         num_nodes=request.num_nodes,
         tags=request.tags,
@@ -35,6 +48,15 @@ def provision_stack(request: ClusterRequest, **overrides) -> ClusterHandle:
         ssh_allowed_cidr=request.ssh_allowed_cidr,
         **fields,
     )
+
+
+def provision_stack(request: ClusterRequest, **overrides) -> ClusterHandle:
+    """`pulumi up` the cluster's stack and return its handle. Refuses (BadInputError) without an
+    SSH key or allowed CIDR, and (ToolMissingError) without the Pulumi CLI, before creating
+    anything. `request.image_id` is the job's container image, not a VM image, so it is not
+    passed to the stack (the VM gets infra's default deep-learning image)."""
+    _naming, _spec_mod, stacks = _infra()
+    spec = infra_spec_for(request, **overrides)
     spec.require_deployable()
     handle = stacks.up(spec).to_cluster_handle(request.cluster)
     extra = {**handle.extra, "project": spec.project}

@@ -151,6 +151,15 @@ def test_aws_every_resource_uses_the_explicit_provider(aws_spot2):
             assert r.provider == "vision-c1-aws", r.name
 
 
+def test_aws_zone_ids_from_the_catalog_place_the_subnet_by_zone_id():
+    plan = resource_plan(make_spec("aws", zone="use1-az4"))
+    subnet = one(plan, "aws:ec2/subnet:Subnet")
+    assert subnet.inputs.get("availabilityZoneId") == "use1-az4"
+    assert "availabilityZone" not in subnet.inputs
+    (inst,) = by_type(plan, AWS_INSTANCE)
+    assert "availabilityZone" not in inst.inputs  # the subnet places it
+
+
 def test_aws_provider_takes_moto_style_endpoints():
     spec = make_spec("aws", aws=AwsProviderSettings.for_endpoint("http://127.0.0.1:5000"))
     provider = one(resource_plan(spec), "pulumi:providers:aws")
