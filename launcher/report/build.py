@@ -148,15 +148,21 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
     gpu = attempts["accelerator_count"].to_numpy(dtype="float64")
     rows, bucket, m = compute_segments(iv, attempts, edges, gpu)
     m["x_CheckpointStorageCost"] = np.zeros(len(rows))
-    keys = {src: attempts[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
-    runs = attempts["run_id"].to_numpy(dtype="object")[rows]
+    # keys as integer codes, factorized once per attempt (fast on categorical/arrow columns)
+    codes: dict[str, np.ndarray] = {}
+    uniques: dict[str, list[Any]] = {}
+    for src, _ in key_specs:
+        c, u = _factorize(attempts[src])
+        codes[src], uniques[src] = c[rows], u
+    run_codes, _runs = pd.factorize(attempts["run_id"])
+    runs = run_codes[rows]
     ck = _storage_segments(data.facts.checkpoints, query, key_specs, edges, min(until, data.as_of), data.as_of)
     if ck is not None:
         ck_keys, ck_bucket, ck_m = ck
-        keys = {src: np.concatenate([v, ck_keys[src]]) for src, v in keys.items()}
+        codes = {src: np.concatenate([c, _encode(ck_keys[src], uniques[src])]) for src, c in codes.items()}
         bucket = np.concatenate([bucket, ck_bucket])
         m = {k: np.concatenate([v, ck_m.get(k, np.zeros(len(ck_bucket)))]) for k, v in m.items()}
-    out = _aggregate(keys, bucket if time_key else None, runs, m)
+    out = _aggregate(codes, uniques, bucket if time_key else None, runs, m)
     frame = _format(out, key_specs, time_key, edges)
     if "attempt" in by:
         frame = _add_attempt_dimensions(frame, attempts)
@@ -224,28 +230,45 @@ _SUMS = (
 )
 
 
+def _factorize(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """Codes and uniques of a key column; missing values become the group NONE_LABEL."""
+    codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    return np.asarray(codes, dtype="int64"), [NONE_LABEL if pd.isna(u) else u for u in uniq]
+
+
+def _encode(values: np.ndarray, uniques: list[Any]) -> np.ndarray:
+    """Codes of `values` in `uniques`, appending values not seen yet (in place)."""
+    filled = np.where(pd.isna(values), NONE_LABEL, values)
+    idx = pd.Index(uniques, dtype=object).get_indexer(filled)
+    missing = idx < 0
+    if missing.any():
+        new_codes, new = pd.factorize(filled[missing])
+        idx[missing] = new_codes + len(uniques)
+        uniques.extend(new.tolist())
+    return idx.astype("int64")
+
+
 def _aggregate(
-    keys: dict[str, np.ndarray], bucket: np.ndarray | None, runs: np.ndarray, measures: dict[str, np.ndarray]
+    codes: dict[str, np.ndarray],
+    uniques: dict[str, list[Any]],
+    bucket: np.ndarray | None,
+    runs: np.ndarray,
+    measures: dict[str, np.ndarray],
 ) -> pd.DataFrame:
-    """Group segments by integer codes (factorized keys, bucket): sums by bincount, period
-    bounds by min/max, distinct runs by unique (group, run) pairs. `runs` covers the first
-    len(runs) segments (attempts); later ones (storage) do not count runs."""
+    """Group segments by integer codes (keys, bucket): sums by bincount, period bounds by
+    min/max, distinct runs by unique (group, run code) pairs. `runs` covers the first len(runs)
+    segments (attempts); later ones (storage) do not count runs."""
     n = len(next(iter(measures.values())))
     gid = np.zeros(n, dtype="int64")
-    uniques: dict[str, np.ndarray] = {}
-    codes: dict[str, np.ndarray] = {}
-    for src, values in keys.items():
-        values = np.where(pd.isna(values), NONE_LABEL, values)
-        c, u = pd.factorize(values, sort=True)
-        codes[src], uniques[src] = c, np.asarray(u, dtype=object)
-        gid = gid * max(1, len(u)) + c
+    for src, c in codes.items():
+        gid = gid * max(1, len(uniques[src])) + c
     if bucket is not None:
         gid = gid * (int(bucket.max()) + 1 if len(bucket) else 1) + bucket
-    gid, _ = pd.factorize(gid, sort=True)
+    gid, _ = pd.factorize(gid)
     ng = int(gid.max()) + 1 if n else 0
     first = np.full(ng, 0, dtype="int64")
     first[gid[::-1]] = np.arange(n)[::-1]
-    out: dict[str, Any] = {src: uniques[src][codes[src][first]] for src in keys}
+    out: dict[str, Any] = {src: np.asarray(uniques[src], dtype=object)[codes[src][first]] for src in codes}
     if bucket is not None:
         out["_bucket"] = bucket[first]
     for name in _SUMS:
@@ -253,9 +276,9 @@ def _aggregate(
     bounds = pd.DataFrame({"s": measures["seg_start"], "e": measures["seg_end"]}).groupby(gid)
     out["seg_start"] = bounds["s"].min().to_numpy()
     out["seg_end"] = bounds["e"].max().to_numpy()
-    run_codes, run_uniques = pd.factorize(runs)
-    pairs = pd.unique(gid[: len(runs)] * max(1, len(run_uniques)) + run_codes)
-    out["x_Runs"] = np.bincount(pairs // max(1, len(run_uniques)), minlength=ng)
+    n_runs = int(runs.max()) + 1 if len(runs) else 1
+    pairs = pd.unique(gid[: len(runs)] * n_runs + runs)
+    out["x_Runs"] = np.bincount(pairs // n_runs, minlength=ng)
     return pd.DataFrame(out)
 
 
@@ -285,8 +308,11 @@ def _format(out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str |
         res[c] = out[c]
     for c in ("x_Preemptions", "x_Attempts", "x_Runs"):
         res[c] = out[c].astype("int64")
-    if not time_key:
-        res = res.sort_values([F.BILLED_COST, *[c for _, c in key_specs]], ascending=[False] + [True] * len(key_specs), kind="stable")
+    keys = [c for _, c in key_specs]
+    if time_key:
+        res = res.sort_values([*keys, F.CHARGE_PERIOD_START], kind="stable")
+    else:
+        res = res.sort_values([F.BILLED_COST, *keys], ascending=[False] + [True] * len(keys), kind="stable")
     return res.reset_index(drop=True)
 
 

@@ -66,95 +66,114 @@ class ReportCache:
         self.stats = CacheStats()
 
     # ---- files ----------------------------------------------------------------------------
-    def _read(self) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame] | None:
+    def _meta(self) -> dict[str, Any] | None:
         try:
             meta = json.loads((self.dir / "meta.json").read_text())
-            if {k: meta.get(k) for k in self.settings} != self.settings:
-                return None
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or {k: meta.get(k) for k in self.settings} != self.settings:
+            return None
+        return meta
+
+    def _read(self, meta: dict[str, Any], columns: tuple[list[str] | None, list[str] | None] = (None, None)):
+        try:
             gen = meta["generation"]
-            attempts = pd.read_parquet(self.dir / f"attempts-{gen}.parquet")
-            checkpoints = pd.read_parquet(self.dir / f"checkpoints-{gen}.parquet")
+            attempts = pd.read_parquet(self.dir / f"attempts-{gen}.parquet", columns=columns[0])
+            checkpoints = pd.read_parquet(self.dir / f"checkpoints-{gen}.parquet", columns=columns[1])
         except (OSError, ValueError, KeyError):
             return None
-        return meta, attempts, checkpoints
+        return attempts, checkpoints
 
     def _write(self, meta: dict[str, Any], attempts: pd.DataFrame, checkpoints: pd.DataFrame) -> None:
         import io
 
         self.dir.mkdir(parents=True, exist_ok=True)
         gen = f"{int(time.time() * 1000)}-{os.getpid()}"
+        meta = {
+            **meta, **self.settings, "generation": gen,
+            "open_attempt_ids": attempts.loc[attempts["ended_at"].isna(), "attempt_id"].astype(str).tolist(),
+            "open_checkpoint_runs": sorted(map(str, set(checkpoints.loc[checkpoints["run_ended_at"].isna(), "run_id"]))),
+        }  # fmt: skip
         for name, df in (("attempts", attempts), ("checkpoints", checkpoints)):
+            df = df.reset_index(drop=True)
+            for c in df.columns:  # dictionary-encoded strings: small files, fast reads and groupings
+                if df[c].dtype.kind not in "fbiu":
+                    df[c] = df[c].astype("category")
             buf = io.BytesIO()
-            df.reset_index(drop=True).to_parquet(buf, index=False)
+            df.to_parquet(buf, index=False)
             atomic_write_bytes(self.dir / f"{name}-{gen}.parquet", buf.getvalue())
-        atomic_write_text(self.dir / "meta.json", json.dumps({**meta, **self.settings, "generation": gen}))
+        atomic_write_text(self.dir / "meta.json", json.dumps(meta))
         for old in self.dir.glob("*.parquet"):
             if gen not in old.name:
                 old.unlink(missing_ok=True)
 
     # ---- refresh --------------------------------------------------------------------------
-    def _incremental(
-        self, conn: Any, old: dict[str, Any], attempts: pd.DataFrame, checkpoints: pd.DataFrame,
-        keep: int, ret: float, count: int, max_id: int,
-    ) -> tuple[pd.DataFrame, pd.DataFrame, bool] | None:  # fmt: skip
-        """Re-read what can have changed: (attempts, checkpoints, changed?), or None when a full
-        read is needed."""
-        a, e = m.attempts.c, m.events.c
-        # only open attempts change (end_attempt is compare-and-set on open ones)
-        open_ids = attempts.loc[attempts["ended_at"].isna(), "attempt_id"].tolist()
-        open_runs = sorted(set(checkpoints.loc[checkpoints["run_ended_at"].isna(), "run_id"]))
-        since = datetime.fromisoformat(old["refreshed_at"]) - MARGIN
-        from_id = old["max_event_id"] - MARGIN_EVENT_IDS.get(conn.dialect.name, DEFAULT_MARGIN_EVENT_IDS)
-        ids_q = union(
-            select(a.attempt_id).where(a.started_at >= since),
-            select(e.attempt_id).where(e.id > from_id, e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None)),
-        )
-        ids = sorted(set(conn.execute(ids_q).scalars()) | set(open_ids))
-        ck_runs = set(conn.execute(select(e.run_id).where(e.id > from_id, e.kind == "checkpoint")).scalars())
-        ck_runs |= set(open_runs)
-        if len(ids) > MAX_IN_LIST or len(ck_runs) > MAX_IN_LIST:
-            return None
-        if not ids and not ck_runs and count == len(attempts) and max_id == old["max_event_id"]:
-            self.stats = CacheStats("unchanged")
-            return attempts, checkpoints, False
-        changed = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids) if ids else attempts.iloc[:0]
-        attempts = pd.concat([attempts[~attempts["attempt_id"].isin(ids)], changed], ignore_index=True)
-        if len(attempts) != count:  # e.g. an attempt added with an old start time
-            return None
-        ck_new = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=e.run_id.in_(sorted(ck_runs)))
-        checkpoints = pd.concat([checkpoints[~checkpoints["run_id"].isin(ck_runs)], ck_new], ignore_index=True)
-        self.stats = CacheStats("incremental", len(changed), len(ck_runs))
-        return attempts, checkpoints, True
-
-    def frames(self, ledger: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Every attempt (with facts and all keys) and every sized checkpoint, up to date."""
+    def frames(
+        self, ledger: Any, attempt_columns: list[str] | None = None, checkpoint_columns: list[str] | None = None
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Every attempt (with facts) and every sized checkpoint, up to date. The column lists
+        name what the caller needs (read alone when nothing changed); None means all."""
         t0 = time.perf_counter()
-        e = m.events.c
+        a, e = m.attempts.c, m.events.c
         refreshed_at = datetime.now(UTC)  # read before the data: a later change is seen next time
-        cached = self._read()
+        meta = self._meta()
         keep, ret = int(self.settings["keep_last"]), float(self.settings["retention_s"])
         with ledger.engine.connect() as conn:
-            max_id = conn.execute(select(func.coalesce(func.max(e.id), 0))).scalar_one()
-            count = conn.execute(select(func.count()).select_from(m.attempts)).scalar_one()
-            meta = {"max_event_id": int(max_id), "refreshed_at": refreshed_at.isoformat()}
-            changed = True
-            if cached is not None and int(max_id) >= cached[0]["max_event_id"]:
-                old_meta, attempts, checkpoints = cached
-                refreshed = self._incremental(conn, old_meta, attempts, checkpoints, keep, ret, count, int(max_id))
-                if refreshed is None:
-                    cached = None
-                else:
-                    attempts, checkpoints, changed = refreshed
-            else:
-                cached = None
-            if cached is None:
-                attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True)
-                checkpoints = _checkpoints(conn, Window(), ALL_KEYS, keep, ret)
-                self.stats = CacheStats("full", len(attempts), -1)
-        if changed:
-            self._write(meta, attempts, checkpoints)
-        self.stats.seconds = time.perf_counter() - t0
+            max_id = int(conn.execute(select(func.coalesce(func.max(e.id), 0))).scalar_one())
+            count = int(conn.execute(select(func.count()).select_from(m.attempts)).scalar_one())
+            new_meta = {"max_event_id": max_id, "refreshed_at": refreshed_at.isoformat(), "attempts": count}
+            if meta is not None and max_id >= meta["max_event_id"]:
+                since = datetime.fromisoformat(meta["refreshed_at"]) - MARGIN
+                from_id = meta["max_event_id"] - MARGIN_EVENT_IDS.get(conn.dialect.name, DEFAULT_MARGIN_EVENT_IDS)
+                ids_q = union(
+                    select(a.attempt_id).where(a.started_at >= since),
+                    select(e.attempt_id).where(e.id > from_id, e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None)),
+                )
+                # only open attempts change (end_attempt is compare-and-set on open ones)
+                ids = sorted(set(conn.execute(ids_q).scalars()) | set(meta["open_attempt_ids"]))
+                ck_runs = set(conn.execute(select(e.run_id).where(e.id > from_id, e.kind == "checkpoint")).scalars())
+                ck_runs |= set(meta["open_checkpoint_runs"])
+                if not ids and not ck_runs and count == meta["attempts"] and max_id == meta["max_event_id"]:
+                    frames = self._read(meta, (attempt_columns, checkpoint_columns))
+                    if frames is not None:
+                        self.stats = CacheStats("unchanged", seconds=time.perf_counter() - t0)
+                        return frames
+                elif len(ids) <= MAX_IN_LIST and len(ck_runs) <= MAX_IN_LIST:
+                    frames = self._read(meta)
+                    if frames is not None:
+                        merged = self._merge(conn, frames, ids, ck_runs, keep, ret)
+                        if len(merged[0]) == count:  # else e.g. an attempt added with an old start time
+                            self._write(new_meta, *merged)
+                            self.stats = CacheStats("incremental", len(ids), len(ck_runs), time.perf_counter() - t0)
+                            return merged
+            attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True)
+            checkpoints = _checkpoints(conn, Window(), ALL_KEYS, keep, ret)
+        self._write(new_meta, attempts, checkpoints)
+        self.stats = CacheStats("full", len(attempts), -1, time.perf_counter() - t0)
         return attempts, checkpoints
+
+    @staticmethod
+    def _merge(
+        conn: Any, frames: tuple[pd.DataFrame, pd.DataFrame], ids: list[str], ck_runs: set[str], keep: int, ret: float
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        attempts, checkpoints = (_plain(f) for f in frames)
+        if ids:
+            changed = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids)
+            attempts = pd.concat([attempts[~attempts["attempt_id"].isin(ids)], changed], ignore_index=True)
+        if ck_runs:
+            e = m.events.c
+            fresh = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=e.run_id.in_(sorted(ck_runs)))
+            checkpoints = pd.concat([checkpoints[~checkpoints["run_id"].isin(ck_runs)], fresh], ignore_index=True)
+        return attempts, checkpoints
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """Categorical (cached) string columns back to objects, to concatenate with fresh rows."""
+    df = df.copy()
+    for c in df.columns:
+        if isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].astype(object)
+    return df
 
 
 def window_attempts(attempts: pd.DataFrame, window: Window) -> pd.DataFrame:

@@ -127,7 +127,7 @@ def load_ledger_data(
     as_of = (now or ledger.now()).timestamp()
     detail = "attempt_id" in keys or with_tags
     if use_cache and not with_tags:
-        return _load_cached(ledger, window, checkpoint_keep_last, retention_s, as_of, timings)
+        return _load_cached(ledger, window, keys, checkpoint_keep_last, retention_s, as_of, timings)
     t0 = time.perf_counter()
     with ledger.engine.connect() as conn:
         attempts = _attempts(conn, window, keys, detail)
@@ -146,23 +146,43 @@ def load_ledger_data(
 ATTEMPT_EVENT_INDEX_COLUMNS = ["attempt_id", "kind", "at"]
 
 
+ATTEMPT_NUMERIC = (
+    "seq", "num_nodes", "accelerator_count", "price_usd_per_hour", "on_demand_price_usd_per_hour",
+    "billed_seconds", "started_at", "ended_at", "preempted", "teardown_at", "last_ckpt_at", "resume_at",
+    "overhead_s",
+)  # fmt: skip
+CHECKPOINT_NUMERIC = ("at", "retain_until", "size_bytes", "run_ended_at")
+
+
 def _load_cached(
-    ledger: Any, window: Window, keep_last: int, retention_s: float, as_of: float, timings: dict[str, float] | None
+    ledger: Any,
+    window: Window,
+    keys: Sequence[str],
+    keep_last: int,
+    retention_s: float,
+    as_of: float,
+    timings: dict[str, float] | None,
 ) -> LedgerData:
     from launcher.report.cache import ReportCache, default_cache_dir, window_attempts, window_checkpoints
 
-    cache = ReportCache(default_cache_dir(ledger.url), keep_last=keep_last, retention_s=retention_s)
     t0 = time.perf_counter()
-    all_attempts, all_checkpoints = cache.frames(ledger)
-    t1 = time.perf_counter()
     with ledger.engine.connect() as conn:
         prices = _prices(conn)
-    attempts = window_attempts(all_attempts, window)
-    checkpoints = window_checkpoints(all_checkpoints, window, retention_s)
+    key_cols = [k for k in dict.fromkeys(keys) if k not in ("run_id", "cloud", "attempt_id")]
+    need_ids = "attempt_id" in keys or len(prices) > 0
+    attempt_cols = [*ATTEMPT_NUMERIC, "run_id", "cloud", *key_cols, *(["attempt_id"] if need_ids else [])]
+    ck_cols = [*CHECKPOINT_NUMERIC, "cloud", *[k for k in dict.fromkeys(keys) if k != "cloud"]]
+    cache = ReportCache(default_cache_dir(ledger.url), keep_last=keep_last, retention_s=retention_s)
+    t1 = time.perf_counter()
+    all_attempts, all_checkpoints = cache.frames(ledger, attempt_cols, ck_cols)
+    t2 = time.perf_counter()
+    attempts = window_attempts(all_attempts[attempt_cols], window)
+    checkpoints = window_checkpoints(all_checkpoints[ck_cols], window, retention_s)
+    if "attempt_id" not in attempts:
+        attempts["attempt_id"] = None
     if timings is not None:
-        timings["cache_refresh_s"] = t1 - t0
-        timings["cache_mode"] = cache.stats.mode  # type: ignore[assignment]
-        timings["sql_events_s"] = time.perf_counter() - t1
+        timings["cache_refresh_s"] = t2 - t1
+        timings["sql_events_s"] = t1 - t0
     return LedgerData(attempts=attempts, facts=EventFacts(checkpoints=checkpoints, prices=prices), as_of=as_of)
 
 

@@ -30,8 +30,9 @@ def test_cache_matches_direct_reads_through_changes(hand_ledger):
 
     first, mode = both(hand_ledger)
     assert mode == "full"  # no cache yet
-    for by, since, until in (("project,day", None, None), ("cloud", "2026-11-03", "2026-11-03")):
-        both(hand_ledger, by, since, until)
+    for by, since, until in (("project,day", None, None), ("cloud", "2026-11-03", "2026-11-03"), ("run", None, None)):
+        _, mode = both(hand_ledger, by, since, until)
+        assert mode == "unchanged"  # only the columns a report needs are read
 
     # the open attempt ends with no event at all (found only because it was open)
     (open_a,) = hand_ledger.open_attempts(run_id="r-vision-2")
