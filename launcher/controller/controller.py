@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from launcher.controller.checkpoint_watch import CheckpointWatch
 from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
 from launcher.controller.states import can_transition, is_terminal
 from launcher.errors import BadInputError, ConflictError, CredentialsError, LauncherError, ToolMissingError
@@ -75,6 +76,9 @@ class ControllerDeps:
     # (ledger, run_id) -> why the run must stop for budget, or None (polled with heartbeats)
     budget_stop: Callable[[object, str], str | None] | None = None
     restart_overhead_hours: float = 5.0 / 60
+    # How often to look for new checkpoints in the job's store (a listing; remote stores cost calls).
+    checkpoint_poll_s: float = 1.0
+    checkpoint_poll_remote_s: float = 30.0
 
 
 def default_budget_stop(ledger, run_id: str) -> str | None:
@@ -128,6 +132,7 @@ class Controller:
         self._age_at_start_s = 0.0
         self._prior_work_s = 0.0  # running time of attempts made before this controller started
         self._work_s = 0.0  # `run`-phase time of this controller's attempts (injected clock)
+        self._ckpt_watch: CheckpointWatch | None = None
 
     # ---- public -------------------------------------------------------------------------------
     def request_cancel(self) -> None:
@@ -256,6 +261,7 @@ class Controller:
 
     def _attempt(self, scored: ScoredOffer) -> _AttemptEnd:
         job, spec, offer = self.job, self.job.spec, scored.offer
+        started = self.d.clock()
         seq = len(self.led.attempts(job.run_id)) + 1
         cluster = f"{job.run_id}-c{seq}"
         attempt = self.led.add_attempt(job.run_id, NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster))
@@ -310,6 +316,7 @@ class Controller:
             file_mounts=job.file_mounts,
         )  # fmt: skip
         executor = self.d.executor_for(offer.cloud)
+        watch = self._checkpoint_watch()
         execution = executor.start(request, handle)
         skipped = getattr(execution, "mounts_skipped", None)
         if skipped:
@@ -319,7 +326,7 @@ class Controller:
                 job.run_id, "image", {"image": spec.resources.image, "image_runtime": execution.image_runtime},
                 attempt_id=attempt.attempt_id,
             )  # fmt: skip
-        result, stop_reason = self._watch(execution, provider, handle, attempt.attempt_id, spec)
+        result, stop_reason = self._watch(execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if seq > 1 else None)
         reason = _end_reason(result, stop_reason)
         self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code)
         self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
@@ -328,28 +335,39 @@ class Controller:
             raise _Stopped
         return _AttemptEnd(reason, result.exit_code, scored, result.detail)
 
-    def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, spec: TaskSpec):
-        """Poll until the job ends; deliver preemption notices; honor stop requests."""
+    def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, watch: CheckpointWatch,
+               *, recovered_from: float | None):  # fmt: skip
+        """Poll until the job ends; deliver preemption notices; record new checkpoints; honor
+        stop requests. `recovered_from`: when this attempt replaces an earlier one, the clock at
+        its start (the restart overhead runs from there until the job runs again)."""
         noticed = False
         notice_every = getattr(provider, "notice_poll_s", None)
         if notice_every is None:  # the provider has no pace of its own
             notice_every = self.d.notice_interval_s
         next_notice = float("-inf")
+        ckpt_every = self.d.checkpoint_poll_remote_s if watch.remote else self.d.checkpoint_poll_s
+        next_ckpt = self.d.clock() + ckpt_every
         phase = getattr(execution, "phase", "run")
-        run_started = self.d.clock() if phase == "run" else None  # notices count from `run`
+        run_started = None  # notices and work count from `run`
         stop_reason: str | None = None
         notice_source = getattr(provider, "preemption_notice", None)
+        if phase == "run":
+            run_started = self._running_again(attempt_id, recovered_from)
         while True:
             result: ExecResult | None = execution.wait(self.d.poll_interval_s)
             if result is not None:
                 if run_started is not None:
                     self._work_s += max(0.0, self.d.clock() - run_started)
+                self._record_checkpoint(watch, attempt_id)  # e.g. the save on a preemption notice
                 return result, stop_reason
             new_phase = getattr(execution, "phase", phase)
             if new_phase != phase and new_phase == "run":
                 self.led.set_attempt_state(attempt_id, AttemptState.RUNNING)
-                run_started = self.d.clock()
+                run_started = self._running_again(attempt_id, recovered_from)
             phase = new_phase
+            if self.d.clock() >= next_ckpt:
+                next_ckpt = self.d.clock() + ckpt_every
+                self._record_checkpoint(watch, attempt_id)
             if stop_reason is None:
                 stop_reason = self._stop_requested()
                 if stop_reason is not None:
@@ -364,6 +382,27 @@ class Controller:
                     self.led.add_event(self.job.run_id, EventKind.PREEMPTION, {"reason": why, "cluster": handle.cluster}, attempt_id=attempt_id)
                     self.d.notify(f"preemption notice: {why}")
                     execution.notify_preemption(self.job.grace_s)
+
+    def _running_again(self, attempt_id: str, recovered_from: float | None) -> float:
+        """The job's `run` phase started. On a replacement attempt, a `recovery` event on it says
+        when the job ran again and the restart overhead paid (provision + setup), which the
+        cost report counts as waste."""
+        now = self.d.clock()
+        if recovered_from is not None:
+            overhead = round(max(0.0, now - recovered_from), 3)
+            self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"running_again": True, "restart_overhead_seconds": overhead}, attempt_id=attempt_id)
+        return now
+
+    def _checkpoint_watch(self) -> CheckpointWatch:
+        if self._ckpt_watch is None:
+            self._ckpt_watch = CheckpointWatch(str(self.job.checkpoint_dir))
+            self._ckpt_watch.baseline()
+        return self._ckpt_watch
+
+    def _record_checkpoint(self, watch: CheckpointWatch, attempt_id: str) -> None:
+        seen = watch.new()
+        if seen is not None:
+            self.led.add_event(self.job.run_id, EventKind.CHECKPOINT, seen.event_data(), attempt_id=attempt_id)
 
     def _stop_requested(self) -> str | None:
         """Cancel flag, someone else's STOPPING in the ledger, or the run's budget spent."""

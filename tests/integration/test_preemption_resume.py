@@ -1,8 +1,8 @@
 """The proof for issue 4: `task_specs/train.py` run through the real `launch` CLI on the local
 backend as simulated spot capacity, preempted three times, finishes with weights bit-identical
 to an uninterrupted run of the same seed; the ledger holds one attempt per placement, each with
-its (notional) price and cost, and the preemption and recovery events; and the work lost at each
-preemption is bounded by the checkpoint interval (it is zero when the job gets its notice).
+its (notional) price and cost, and the preemption, recovery and checkpoint events; and the work lost at
+each preemption is bounded by the checkpoint interval (it is zero when the job gets its notice).
 
 Robust under load: the preemption times are seeded (1.4 s, 3.5 s and 3.3 s into each attempt's
 run phase), and whether one lands during torch's import or mid-training depends on the machine;
@@ -96,7 +96,8 @@ def test_three_preemptions_through_launch_end_bit_identical_with_bounded_loss(tm
     with Ledger() as led:
         attempts = led.attempts(run.run_id)
         preemptions = led.events(run.run_id, kind="preemption")
-        placements = [e.data for e in led.events(run.run_id, kind="recovery") if "offer" in e.data]
+        recoveries = led.events(run.run_id, kind="recovery")
+        checkpoints = led.events(run.run_id, kind="checkpoint")
         spend = led.run_spend_usd(run.run_id)
     assert run.state == "succeeded"
     assert [a.end_reason for a in attempts] == ["preempted", "preempted", "preempted", "completed"]
@@ -107,7 +108,16 @@ def test_three_preemptions_through_launch_end_bit_identical_with_bounded_loss(tm
     assert spend == pytest.approx(sum(a.cost_usd(a.ended_at) for a in attempts))
     assert [e.attempt_id for e in preemptions] == [a.attempt_id for a in attempts[:3]]
     assert all(e.data["reason"].startswith("simulated preemption #") for e in preemptions)
+    placements = [e.data for e in recoveries if "offer" in e.data]
     assert len(placements) == 3 and all(p["offer"]["spot"] and p["policy"] == "next-offer" for p in placements)
+    running_again = [e for e in recoveries if e.data.get("running_again")]
+    assert [e.attempt_id for e in running_again] == [a.attempt_id for a in attempts[1:]]
+    assert all(e.data["restart_overhead_seconds"] >= 0 for e in running_again)
+    # The controller saw the job's checkpoints (on the attempt that wrote them), in order.
+    ids = [a.attempt_id for a in attempts]
+    assert checkpoints and all(e.attempt_id in ids and e.data["size_bytes"] > 0 for e in checkpoints)
+    steps = [e.data["step"] for e in checkpoints]
+    assert steps == sorted(steps) and steps[-1] == TOTAL_STEPS
 
     # (c) lost work per preemption <= K steps: the step reached before it vs the step resumed from.
     #     A job that got its notice checkpoints there and exits 75, losing nothing.
@@ -119,6 +129,10 @@ def test_three_preemptions_through_launch_end_bit_identical_with_bounded_loss(tm
         nxt = events_of(attempts_log[i + 1])
         next_from = next((e["step"] for e in nxt if e["event"] == "resumed"), 0)
         assert 0 <= reached - next_from <= K, (i, reached, next_from)
+        # The ledger agrees: the newest checkpoint it recorded up to this preemption is where
+        # the next attempt resumed.
+        recorded = [e.data["step"] for e in checkpoints if e.attempt_id in ids[: i + 1]]
+        assert max(recorded, default=0) == next_from, (i, recorded, next_from)
         if started:  # the notice handler was live: a clean preemption exit, nothing lost
             assert a.exit_code == PREEMPTED_EXIT_CODE, (i, a.exit_code, lines[-3:])
             (pre,) = [e for e in ev if e["event"] == "preempted"]
