@@ -5,7 +5,8 @@
 
 Modules: states (transitions), controller (attempt loop), recovery (policy lookup + fallback),
 liveness (orphan detection), cleanup (down / abandon), runner (run dir, detach, resume),
-logs (tailing rank logs), daemon (detached entry point). Import the module you need; this
+logs (tailing rank logs), daemon (detached entry point), checkpoint_watch (the job's new
+checkpoints, recorded as ledger events). Import the module you need; this
 package file stays empty so light modules (recovery, states) do not pull in the ledger.
 
 Crash story: a `launch` killed with kill -9 leaves a live run whose controller pid is gone;

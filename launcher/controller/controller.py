@@ -262,7 +262,9 @@ class Controller:
     def _attempt(self, scored: ScoredOffer) -> _AttemptEnd:
         job, spec, offer = self.job, self.job.spec, scored.offer
         started = self.d.clock()
-        seq = len(self.led.attempts(job.run_id)) + 1
+        before = self.led.attempts(job.run_id)
+        seq = len(before) + 1
+        replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in before)  # a job ran before
         cluster = f"{job.run_id}-c{seq}"
         attempt = self.led.add_attempt(job.run_id, NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster))
         tags = {**job.tags, "cluster": cluster, "run-id": job.run_id, MANAGED_BY_TAG: MANAGED_BY_VALUE}
@@ -326,7 +328,7 @@ class Controller:
                 job.run_id, "image", {"image": spec.resources.image, "image_runtime": execution.image_runtime},
                 attempt_id=attempt.attempt_id,
             )  # fmt: skip
-        result, stop_reason = self._watch(execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if seq > 1 else None)
+        result, stop_reason = self._watch(execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None)
         reason = _end_reason(result, stop_reason)
         self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code)
         self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
