@@ -5,9 +5,10 @@ its (notional) price and cost, and the preemption, recovery and checkpoint event
 each preemption is bounded by the checkpoint interval (it is zero when the job gets its notice).
 
 Robust under load: the preemption times are seeded (1.4 s, 3.5 s and 3.3 s into each attempt's
-run phase), and whether one lands during torch's import or mid-training depends on the machine;
-every assertion holds either way (train.py installs its SIGTERM handler before importing torch).
-The uninterrupted reference runs beside the launched chain.
+run phase) and add up to less than the job's minimum training time, so there are always four
+attempts; whether a preemption lands during torch's import or mid-training depends on the
+machine, and every assertion holds either way (train.py handles SIGTERM before importing
+torch). The uninterrupted reference runs beside the launched chain.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from launcher.checkpoint import PREEMPTED_EXIT_CODE
+from launcher.providers.local import PreemptionSchedule
 from tests.cli.launch_helpers import clean_env, ledger_runs, write_spec  # noqa: F401
 from tests.conftest import REPO, run_cli
 
@@ -30,8 +32,10 @@ TRAIN = REPO / "task_specs" / "train.py"
 K = 10  # checkpoint interval in steps
 EPOCHS = 3
 TOTAL_STEPS = EPOCHS * (1437 // 40)  # 1,437 training digits, batches of 40
+STEP_TIME_S = 0.09  # minimum wall time per step: the whole job trains for at least 9.45 s
 ARGS = ["--epochs", str(EPOCHS), "--batch-size", "40", "--seed", "0", "--log-every-steps", "1",
-        "--checkpoint-every-steps", str(K), "--step-time-s", "0.03"]  # fmt: skip
+        "--checkpoint-every-steps", str(K), "--step-time-s", str(STEP_TIME_S)]  # fmt: skip
+PREEMPTIONS = ["--simulate-preemptions", "3", "--simulate-seed", "1", "--simulate-within", "4"]
 PRICE = 0.5  # notional USD per hour of the simulated spot capacity
 
 
@@ -51,6 +55,14 @@ def segments(log: str) -> list[list[str]]:
     return out
 
 
+def test_schedule_leaves_work_for_the_fourth_attempt():
+    # Each attempt trains at most for its delay (less its start-up), so the three preempted
+    # attempts cannot finish the job on any machine: there are always 4 attempts.
+    delays = PreemptionSchedule.random(3, seed=1, horizon_s=4.0).delays_s
+    assert delays == (1.403, 3.542, 3.291)
+    assert sum(delays) < TOTAL_STEPS * STEP_TIME_S
+
+
 def test_three_preemptions_through_launch_end_bit_identical_with_bounded_loss(tmp_path, launcher_home):
     env = {k: v for k, v in os.environ.items() if k != "LAUNCHER_CHECKPOINT_DIR"}
     reference = subprocess.Popen([sys.executable, str(TRAIN), *ARGS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -65,8 +77,7 @@ def test_three_preemptions_through_launch_end_bit_identical_with_bounded_loss(tm
         """,
     )
     r = run_cli(
-        "launch", str(spec), "--yes", "--cheapest", "--simulate-preemptions", "3", "--simulate-seed", "1",
-        "--simulate-within", "4", "--grace-seconds", "60",
+        "launch", str(spec), "--yes", "--cheapest", *PREEMPTIONS, "--grace-seconds", "60",
         env={"LAUNCHER_SIMULATE_PRICE_USD_PER_HOUR": str(PRICE)}, timeout=300,
     )  # fmt: skip
     ref_out, ref_err = reference.communicate(timeout=300)
