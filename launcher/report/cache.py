@@ -89,11 +89,7 @@ class ReportCache:
 
         self.dir.mkdir(parents=True, exist_ok=True)
         gen = f"{int(time.time() * 1000)}-{os.getpid()}"
-        meta = {
-            **meta, **self.settings, "generation": gen,
-            "open_attempt_ids": attempts.loc[attempts["ended_at"].isna(), "attempt_id"].astype(str).tolist(),
-            "open_checkpoint_runs": sorted(map(str, set(checkpoints.loc[checkpoints["run_ended_at"].isna(), "run_id"]))),
-        }  # fmt: skip
+        meta = {**meta, **self.settings, "generation": gen}
         for name, df in (("attempts", attempts), ("checkpoints", checkpoints)):
             df = df.reset_index(drop=True)
             for c in df.columns:  # dictionary-encoded strings: small files, fast reads and groupings
@@ -112,45 +108,67 @@ class ReportCache:
         self, ledger: Any, attempt_columns: list[str] | None = None, checkpoint_columns: list[str] | None = None
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Every attempt (with facts) and every sized checkpoint, up to date. The column lists
-        name what the caller needs (read alone when nothing changed); None means all."""
+        name what the caller needs (read alone when the cached part did not change); None: all.
+
+        The files hold ended attempts and the checkpoints of ended runs, which change only
+        through new events; open attempts and running runs' checkpoints are read fresh."""
         t0 = time.perf_counter()
-        a, e = m.attempts.c, m.events.c
+        a, e, r = m.attempts.c, m.events.c, m.runs.c
         refreshed_at = datetime.now(UTC)  # read before the data: a later change is seen next time
         meta = self._meta()
         keep, ret = int(self.settings["keep_last"]), float(self.settings["retention_s"])
         with ledger.engine.connect() as conn:
             max_id = int(conn.execute(select(func.coalesce(func.max(e.id), 0))).scalar_one())
             count = int(conn.execute(select(func.count()).select_from(m.attempts)).scalar_one())
-            new_meta = {"max_event_id": max_id, "refreshed_at": refreshed_at.isoformat(), "attempts": count}
+            open_list = sorted(conn.execute(select(a.attempt_id).where(a.ended_at.is_(None))).scalars())
+            if len(open_list) > MAX_IN_LIST:  # unusual: read them with the full event pass
+                open_attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None))
+            else:
+                open_attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=open_list)
+            open_runs = r.ended_at.is_(None)
+            open_ck = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=open_runs)
+            open_ids = set(open_attempts["attempt_id"])
+            open_run_ids = set(conn.execute(select(r.run_id).where(open_runs)).scalars())
+            new_meta = {
+                "max_event_id": max_id, "refreshed_at": refreshed_at.isoformat(),
+                "open_attempt_ids": sorted(open_ids), "open_runs": sorted(open_run_ids),
+            }  # fmt: skip
             if meta is not None and max_id >= meta["max_event_id"]:
                 since = datetime.fromisoformat(meta["refreshed_at"]) - MARGIN
                 from_id = meta["max_event_id"] - MARGIN_EVENT_IDS.get(conn.dialect.name, DEFAULT_MARGIN_EVENT_IDS)
-                ids_q = union(
+                touched = union(
                     select(a.attempt_id).where(a.started_at >= since),
                     select(e.attempt_id).where(e.id > from_id, e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None)),
                 )
-                # only open attempts change (end_attempt is compare-and-set on open ones)
-                ids = sorted(set(conn.execute(ids_q).scalars()) | set(meta["open_attempt_ids"]))
+                # ended attempts that are new to the files: open last time, started since, or with new events
+                ids = (set(conn.execute(touched).scalars()) | set(meta["open_attempt_ids"])) - open_ids
                 ck_runs = set(conn.execute(select(e.run_id).where(e.id > from_id, e.kind == "checkpoint")).scalars())
-                ck_runs |= set(meta["open_checkpoint_runs"])
-                if not ids and not ck_runs and count == meta["attempts"] and max_id == meta["max_event_id"]:
-                    frames = self._read(meta, (attempt_columns, checkpoint_columns))
+                ck_runs = (ck_runs | set(meta["open_runs"])) - open_run_ids
+                if len(ids) <= MAX_IN_LIST and len(ck_runs) <= MAX_IN_LIST:
+                    cols = (attempt_columns, checkpoint_columns) if not ids and not ck_runs else (None, None)
+                    frames = self._read(meta, cols)
                     if frames is not None:
-                        self.stats = CacheStats("unchanged", seconds=time.perf_counter() - t0)
-                        return frames
-                elif len(ids) <= MAX_IN_LIST and len(ck_runs) <= MAX_IN_LIST:
-                    frames = self._read(meta)
-                    if frames is not None:
-                        merged = self._merge(conn, frames, ids, ck_runs, keep, ret)
-                        if len(merged[0]) == count:  # else e.g. an attempt added with an old start time
-                            self._write(new_meta, *merged)
-                            self.stats = CacheStats("incremental", len(ids), len(ck_runs), time.perf_counter() - t0)
-                            return merged
-            attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True)
-            checkpoints = _checkpoints(conn, Window(), ALL_KEYS, keep, ret)
-        self._write(new_meta, attempts, checkpoints)
+                        attempts, checkpoints = frames
+                        mode = "unchanged"
+                        if ids or ck_runs:
+                            attempts, checkpoints = self._merge(conn, frames, sorted(ids), ck_runs, keep, ret)
+                            mode = "incremental"
+                        if len(attempts) + len(open_attempts) == count:  # else e.g. a backfilled attempt
+                            if mode == "incremental":
+                                self._write({**new_meta, "attempts": len(attempts)}, attempts, checkpoints)
+                            else:
+                                self._touch(meta, new_meta)
+                            self.stats = CacheStats(mode, len(ids), len(ck_runs), time.perf_counter() - t0)
+                            return _with_open(attempts, open_attempts, checkpoints, open_ck)
+            attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_not(None))
+            checkpoints = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_not(None))
+        self._write({**new_meta, "attempts": len(attempts)}, attempts, checkpoints)
         self.stats = CacheStats("full", len(attempts), -1, time.perf_counter() - t0)
-        return attempts, checkpoints
+        return _with_open(attempts, open_attempts, checkpoints, open_ck)
+
+    def _touch(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Nothing cached changed: only record what was open now (the files stay)."""
+        atomic_write_text(self.dir / "meta.json", json.dumps({**old, **new, "refreshed_at": old["refreshed_at"]}))
 
     @staticmethod
     def _merge(
@@ -165,6 +183,18 @@ class ReportCache:
             fresh = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=e.run_id.in_(sorted(ck_runs)))
             checkpoints = pd.concat([checkpoints[~checkpoints["run_id"].isin(ck_runs)], fresh], ignore_index=True)
         return attempts, checkpoints
+
+
+def _with_open(
+    attempts: pd.DataFrame, open_attempts: pd.DataFrame, checkpoints: pd.DataFrame, open_ck: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def cat(cached: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
+        if fresh.empty:
+            return cached
+        fresh = fresh[[c for c in cached.columns if c in fresh.columns]]
+        return pd.concat([_plain(cached), fresh], ignore_index=True)
+
+    return cat(attempts, open_attempts), cat(checkpoints, open_ck)
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:

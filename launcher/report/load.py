@@ -240,6 +240,7 @@ def _attempts(
     *,
     with_ids: bool = False,
     only_ids: Sequence[str] | None = None,
+    where: Any = None,
 ) -> pd.DataFrame:
     a, r = m.attempts.c, m.runs.c
     ev, agg = _event_facts_columns(conn, a, only_ids)
@@ -275,6 +276,8 @@ def _attempts(
     stmt = q.statement().select_from(src).where(_attempt_window(a, window))
     if only_ids is not None:
         stmt = stmt.where(a.attempt_id.in_(list(only_ids)))
+    if where is not None:
+        stmt = stmt.where(where)
     df = q.frame(conn, stmt)
     df["preempted"] = df["preempted"].to_numpy() > 0
     if "spot" in df:

@@ -49,7 +49,7 @@ def test_cache_matches_direct_reads_through_changes(hand_ledger):
     assert torn.set_index("x_ExperimentId").loc["exp-c", "x_ComputeCost"] == pytest.approx(1.80)
     assert torn.set_index("x_ExperimentId").loc["exp-c", "x_CheckpointStorageCost"] > 0
 
-    # a new run whose attempt started "long ago" for the cache's wall clock: the count check
+    # a new run with an open attempt: open attempts are always read fresh, the files stay
     hand_ledger.create_run(
         RunRecord(run_id="r-new", name="new", spec_hash="0" * 64, spec_yaml="run: x", project="nlp",
                   experiment="exp-new", created_at=h(5))
@@ -59,9 +59,20 @@ def test_cache_matches_direct_reads_through_changes(hand_ledger):
         started_at=h(5.5),
     )  # fmt: skip
     after, mode = both(hand_ledger)
-    assert mode == "full"
+    assert mode == "unchanged"
     assert after.set_index("x_ExperimentId").loc["exp-new", "BilledCost"] == pytest.approx(1.50)
     assert set(after["x_ExperimentId"]) == set(first["x_ExperimentId"]) | {"exp-new"}
+
+    # an attempt backfilled "long ago" for the cache's wall clock, already ended, no events:
+    # nothing points at it but the attempt count, which forces a full read
+    old = hand_ledger.add_attempt(
+        "r-new", NewAttempt(cloud="gcp", region="us-central1", instance_type="n1", price_usd_per_hour=1.0),
+        started_at=h(1),
+    )  # fmt: skip
+    hand_ledger.end_attempt(old.attempt_id, "failed", ended_at=h(2))
+    backfilled, mode = both(hand_ledger)
+    assert mode == "full"
+    assert backfilled.set_index("x_ExperimentId").loc["exp-new", "BilledCost"] == pytest.approx(2.50)
 
 
 def test_broken_cache_is_rebuilt(hand_ledger):
