@@ -47,7 +47,8 @@ class CheckpointWatch:
             return None
         self._seen.add(c.checkpoint_id)
         saved = datetime.fromtimestamp(c.saved_at_unix_ns / 1e9, UTC).isoformat()
-        return SeenCheckpoint(c.checkpoint_id, c.step, sum(f.size_bytes for f in c.files), saved, c.metadata.get("reason"))
+        size = sum(f.size_bytes for f in c.files)
+        return SeenCheckpoint(c.checkpoint_id, c.step, size, saved, c.metadata.get("reason"))
 
     def _checkpoints(self) -> list:
         return self._call(lambda store: store.checkpoints()) or []

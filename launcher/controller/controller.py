@@ -328,7 +328,9 @@ class Controller:
                 job.run_id, "image", {"image": spec.resources.image, "image_runtime": execution.image_runtime},
                 attempt_id=attempt.attempt_id,
             )  # fmt: skip
-        result, stop_reason = self._watch(execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None)
+        result, stop_reason = self._watch(
+            execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None
+        )
         reason = _end_reason(result, stop_reason)
         self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code)
         self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
@@ -392,7 +394,8 @@ class Controller:
         now = self.d.clock()
         if recovered_from is not None:
             overhead = round(max(0.0, now - recovered_from), 3)
-            self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"running_again": True, "restart_overhead_seconds": overhead}, attempt_id=attempt_id)
+            data = {"running_again": True, "restart_overhead_seconds": overhead}
+            self.led.add_event(self.job.run_id, EventKind.RECOVERY, data, attempt_id=attempt_id)
         return now
 
     def _checkpoint_watch(self) -> CheckpointWatch:

@@ -169,7 +169,9 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: 
         trace = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
     # Only spot placements consume the schedule (and only those that were provisioned).
     previous_local = sum(
-        1 for a in ledger.attempts(run_id) if a.cloud == "local" and a.spot and a.end_reason != EndReason.PROVISION_FAILED
+        1
+        for a in ledger.attempts(run_id)
+        if a.cloud == "local" and a.spot and a.end_reason != EndReason.PROVISION_FAILED
     )
     local = LocalProvider(schedule, trace=trace, placements_before=previous_local)
     cache: dict[str, object] = {"local": local}

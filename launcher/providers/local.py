@@ -61,7 +61,9 @@ class SimulatedPrices:
         if len(values) not in (1, 2) or any(v < 0 or v != v for v in values):
             from launcher.errors import BadInputError
 
-            raise BadInputError(f"{SIMULATE_PRICE_ENV} takes SPOT or SPOT,ON_DEMAND in USD per hour, like '0.3,0.9' (got {text!r})")
+            raise BadInputError(
+                f"{SIMULATE_PRICE_ENV} takes SPOT or SPOT,ON_DEMAND in USD per hour, like '0.3,0.9' (got {text!r})"
+            )
         return cls(values[0], values[1] if len(values) == 2 else None)
 
     @property

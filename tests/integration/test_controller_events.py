@@ -39,7 +39,8 @@ def test_checkpoints_and_running_again_are_recorded_per_attempt(ledger, tmp_path
 def test_a_first_run_after_failed_provisions_is_not_a_recovery(ledger, tmp_path):  # noqa: F811
     job = make_job(ledger, tmp_path)
     provider = ScriptedProvider(fail_regions={"r1"})
-    result = Controller(job, make_deps(ledger, provider, ScriptedExecutor([lambda: ScriptedExecution(Outcome.SUCCEEDED)]))).run()
+    executor = ScriptedExecutor([lambda: ScriptedExecution(Outcome.SUCCEEDED)])
+    result = Controller(job, make_deps(ledger, provider, executor)).run()
     assert result.state == "succeeded"
     assert [a.end_reason for a in ledger.attempts(job.run_id)] == ["provision_failed", "completed"]
     assert not [e for e in ledger.events(job.run_id, kind="recovery") if e.data.get("running_again")]
