@@ -9,6 +9,13 @@ local backend, the clouds and the tests' fakes. Rules:
 * User-code failures are retried on the same offer up to `max_restarts`; a setup failure is
   not retried (it is nearly always deterministic); preemptions and node losses are recovered
   where the recovery policy says, without counting against `max_restarts`.
+* Policies see the real situation (`_decision_state`): spot capacity from providers that know it
+  (the optional `spot_available(offer, now)`; unknown counts as available), the run's age and
+  the attempts' running time on the injected clock, the deadline. A wait ends early when spot
+  capacity comes back.
+* Per attempt the ledger also gets the job's new checkpoints as seen in its store
+  (`checkpoint` events) and, on a replacement attempt, when the job ran again with the restart
+  overhead paid (`recovery` event with `restart_overhead_seconds`): the cost report's inputs.
 """
 
 from __future__ import annotations
