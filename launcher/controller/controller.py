@@ -86,6 +86,9 @@ class ControllerDeps:
     # How often to look for new checkpoints in the job's store (a listing; remote stores cost calls).
     checkpoint_poll_s: float = 1.0
     checkpoint_poll_remote_s: float = 30.0
+    # Job progress (new log output) becomes the cluster's heartbeat: the reaper's sign that the
+    # job, not just its controller, is alive. A stalled job stops beating.
+    progress_poll_s: float = 30.0
 
 
 def default_budget_stop(ledger, run_id: str) -> str | None:
@@ -364,6 +367,7 @@ class Controller:
         notice_source = getattr(provider, "preemption_notice", None)
         if phase == "run":
             run_started = self._running_again(attempt_id, recovered_from)
+        next_progress, log_bytes = self.d.clock() + self.d.progress_poll_s, self._log_bytes()
         while True:
             result: ExecResult | None = execution.wait(self.d.poll_interval_s)
             if result is not None:
@@ -379,6 +383,12 @@ class Controller:
             if self.d.clock() >= next_ckpt:
                 next_ckpt = self.d.clock() + ckpt_every
                 self._record_checkpoint(watch, attempt_id)
+            if self.d.clock() >= next_progress:
+                next_progress = self.d.clock() + self.d.progress_poll_s
+                size = self._log_bytes()
+                if size != log_bytes:
+                    log_bytes = size
+                    self.led.heartbeat(cluster=handle.cluster)
             if stop_reason is None:
                 stop_reason = self._stop_requested()
                 if stop_reason is not None:
@@ -393,6 +403,13 @@ class Controller:
                     self.led.add_event(self.job.run_id, EventKind.PREEMPTION, {"reason": why, "cluster": handle.cluster}, attempt_id=attempt_id)
                     self.d.notify(f"preemption notice: {why}")
                     execution.notify_preemption(self.job.grace_s)
+
+    def _log_bytes(self) -> int:
+        logs = self.job.run_dir / "logs"
+        try:
+            return sum(p.stat().st_size for p in logs.iterdir() if p.is_file())
+        except OSError:
+            return 0
 
     def _running_again(self, attempt_id: str, recovered_from: float | None) -> float:
         """The job's `run` phase started. On a replacement attempt, a `recovery` event on it says
