@@ -123,12 +123,15 @@ class ReportCache:
             open_list = sorted(conn.execute(select(a.attempt_id).where(a.ended_at.is_(None))).scalars())
             if len(open_list) > MAX_IN_LIST:  # unusual: read them with the full event pass
                 open_attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None))
-            else:
-                open_attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=open_list)
-            open_runs = r.ended_at.is_(None)
-            open_ck = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=open_runs)
+            else:  # (an empty IN list would still make SQLite walk every event of those kinds)
+                open_attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=open_list or ["-"])
             open_ids = set(open_attempts["attempt_id"])
-            open_run_ids = set(conn.execute(select(r.run_id).where(open_runs)).scalars())
+            open_run_ids = set(conn.execute(select(r.run_id).where(r.ended_at.is_(None))).scalars())
+            # by run id: the events (run_id, id) index finds them without a pass over all checkpoints
+            open_ck = _checkpoints(
+                conn, Window(), ALL_KEYS, keep, ret,
+                where=e.run_id.in_(sorted(open_run_ids) or ["-"]) if len(open_run_ids) <= MAX_IN_LIST else r.ended_at.is_(None),
+            )  # fmt: skip
             new_meta = {
                 "max_event_id": max_id, "refreshed_at": refreshed_at.isoformat(),
                 "open_attempt_ids": sorted(open_ids), "open_runs": sorted(open_run_ids),

@@ -126,7 +126,7 @@ def load_ledger_data(
     `use_cache`: read through the incremental report cache (see cache.py; not with tags)."""
     as_of = (now or ledger.now()).timestamp()
     detail = "attempt_id" in keys or with_tags
-    if use_cache and not with_tags:
+    if use_cache and not with_tags and _have_pyarrow():
         return _load_cached(ledger, window, keys, checkpoint_keep_last, retention_s, as_of, timings)
     t0 = time.perf_counter()
     with ledger.engine.connect() as conn:
@@ -144,6 +144,13 @@ def load_ledger_data(
 
 
 ATTEMPT_EVENT_INDEX_COLUMNS = ["attempt_id", "kind", "at"]
+
+
+def _have_pyarrow() -> bool:
+    """The cache is parquet; without pyarrow (the `report` extra) reports read the ledger."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
 
 
 ATTEMPT_NUMERIC = (
