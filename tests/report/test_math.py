@@ -208,14 +208,16 @@ def test_same_report_on_postgresql(hand_ledger):
         assert clock() == NOW
         try:
             for by in ("experiment", "project,day", "attempt"):
-                on_pg = report(led, by=by).frame
                 on_sqlite = report(hand_ledger, by=by).frame
-                keys = [c for c in on_pg.columns if c.startswith("x_") and c.endswith("Id")] + ["ChargePeriodStart"]
-                pd.testing.assert_frame_equal(
-                    on_pg.sort_values(keys).reset_index(drop=True),
-                    on_sqlite.sort_values(keys).reset_index(drop=True),
-                    check_dtype=False,
-                )
+                keys = [c for c in on_sqlite.columns if c.startswith("x_") and c.endswith("Id")] + ["ChargePeriodStart"]
+                q = ReportQuery(by=tuple(by.split(",")), window=parse_window(), assumptions=STORAGE)
+                for use_cache in (False, True, True):  # direct, cache built, cache read
+                    on_pg = build_report(led, q, now=NOW, use_cache=use_cache).frame
+                    pd.testing.assert_frame_equal(
+                        on_pg.sort_values(keys).reset_index(drop=True),
+                        on_sqlite.sort_values(keys).reset_index(drop=True),
+                        check_dtype=False,
+                    )
         finally:
             led.close()
     finally:
