@@ -49,6 +49,9 @@ def launch(
         None, "--simulate-trace", metavar="FILE", help="Local backend follows this spot trace ({metadata: {gap_seconds}, data: [0|1, ...]}, 1 = no capacity)."
     ),
     trace_speedup: float = typer.Option(1.0, "--trace-speedup", help="Replay the trace this many times faster than real time."),
+    simulate_price: str | None = typer.Option(
+        None, "--simulate-price", metavar="SPOT[,ON_DEMAND]", help="Notional USD/h for simulated capacity, billed in the ledger (default: $LAUNCHER_SIMULATE_PRICE_USD_PER_HOUR, else free)."
+    ),
     trace_start_tick: int = typer.Option(0, "--trace-start-tick", help="Start the trace at this tick."),
     grace_seconds: float = typer.Option(10.0, "--grace-seconds", help="SIGTERM-to-SIGKILL grace when stopping a job."),
     ssh_cidr: str | None = typer.Option(
@@ -89,6 +92,16 @@ def launch(
         except ValueError as e:
             raise BadInputError(str(e)) from None
     simulated = simulate_preemptions is not None or simulate_trace is not None
+    if simulate_price is not None:
+        import os
+
+        from launcher.providers.local import SIMULATE_PRICE_ENV, SimulatedPrices
+
+        if not simulated:
+            raise BadInputError("--simulate-price goes with --simulate-preemptions or --simulate-trace")
+        SimulatedPrices.parse(simulate_price)  # bad input -> exit 2 before anything is written
+        # The controller (foreground or detached) builds its LocalProvider from the environment.
+        os.environ[SIMULATE_PRICE_ENV] = simulate_price
     if ssh_cidr is not None:
         import ipaddress
 

@@ -66,7 +66,8 @@ def query_for(alt: ResourceFields, loaded: LoadedSpec, clouds: tuple[str, ...], 
 
 
 def local_scored(offer: Offer, work_hours: float) -> ScoredOffer:
-    """The local offer scored: free, never interrupted unless simulated, time = work hours."""
+    """The local offer scored: never interrupted unless simulated, time = work hours, free
+    unless a simulation gives it a notional price."""
     return ScoredOffer(
         offer=offer,
         rank=0,
@@ -74,9 +75,21 @@ def local_scored(offer: Offer, work_hours: float) -> ScoredOffer:
         interruption_band="local" if not offer.spot else "simulated",
         checkpoint_minutes=None,
         expected_hours=work_hours,
-        expected_cost_usd=0.0,
+        expected_cost_usd=round(offer.price_usd_per_hour * work_hours, 6),
         parts={"work_hours": work_hours},
     )
+
+
+def local_group(offer: Offer, work_hours: float, overrides: Overrides, index: int) -> list[Candidate]:
+    """The local candidates of one alternative. Simulated spot capacity priced with a dearer
+    on-demand price (`--simulate-price SPOT,ON_DEMAND`) also offers its on-demand variant (never
+    preempted) right after it, so a recovery policy can move to on-demand as on a cloud."""
+    group = [Candidate(local_scored(offer, work_hours), index)]
+    od_price = offer.on_demand_price_usd_per_hour
+    if offer.spot and overrides.spot is not True and od_price is not None and od_price > offer.price_usd_per_hour:
+        od = replace(offer, spot=False, price_usd_per_hour=od_price)
+        group.append(Candidate(local_scored(od, work_hours), index))
+    return group
 
 
 def rank_candidates(
@@ -113,7 +126,7 @@ def rank_candidates(
                 if why:
                     reasons.append(f"{label}: local backend: {why}")
                 else:
-                    group = [Candidate(local_scored(local_offer, work_hours), i)]
+                    group = local_group(local_offer, work_hours, overrides, i)
                     (cloud_groups if ordered else local_groups).append(group)
             if place.is_local:
                 continue
@@ -139,13 +152,15 @@ def rank_candidates(
         merged = [c for g in cloud_groups for c in g]
     else:
         merged = sorted((c for g in cloud_groups for c in g), key=_cost_key)
-        locals_ = [c for g in local_groups for c in g]
+        # One local group (this machine; with simulated spot also its on-demand variant).
         # Local is free; for a CPU job it wins on cost, for a GPU job it goes last.
-        merged = (merged + locals_[:1]) if gpu_job else sorted(locals_[:1] + merged, key=_cost_key)
+        locals_ = local_groups[0] if local_groups else []
+        merged = (merged + locals_) if gpu_job else sorted(locals_ + merged, key=_cost_key)
     merged = _dedupe(merged)
     if len(merged) > MAX_CANDIDATES:
-        local = [c for c in merged[MAX_CANDIDATES - 1 :] if c.scored.offer.cloud == "local"][:1]
-        merged = merged[: MAX_CANDIDATES - len(local)] + local
+        head = merged[:MAX_CANDIDATES]
+        local = [c for c in merged[MAX_CANDIDATES:] if c.scored.offer.cloud == "local"]
+        merged = head[: MAX_CANDIDATES - len(local)] + local if local else head
     if not merged:
         allowed = overrides.clouds
         named = [a.placement().cloud for a in alts]
@@ -161,7 +176,10 @@ def rank_candidates(
 
 def _cost_key(c: Candidate) -> tuple:
     s = c.scored
-    return (round(s.expected_cost_usd, 9), s.offer.price_usd_per_hour, s.offer.cloud == "local", s.offer.spot)
+    local = s.offer.cloud == "local"
+    # Clouds: on-demand first on a tie. Local: simulated spot first (its on-demand variant is the
+    # fallback a recovery policy moves to).
+    return (round(s.expected_cost_usd, 9), s.offer.price_usd_per_hour, local, s.offer.spot != local)
 
 
 def _dedupe(cands: list[Candidate]) -> list[Candidate]:

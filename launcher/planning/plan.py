@@ -119,8 +119,8 @@ def build_plan(
 
 def offer_label(o: Offer) -> str:
     if o.cloud == "local":
-        market = "simulated spot" if o.spot else "free"
-        return f"local (this machine, {o.vcpus or 1:g} CPUs, no GPU, {market}, $0/h)"
+        market = "simulated spot" if o.spot else ("simulated on-demand" if o.price_usd_per_hour else "free")
+        return f"local (this machine, {o.vcpus or 1:g} CPUs, no GPU, {market}, ${o.price_usd_per_hour:.4g}/h)"
     where = "/".join(p for p in (o.cloud, o.region, o.zone) if p)
     gpu = f"{o.accelerator}:{o.accelerator_count}" if o.accelerator else "CPU"
     market = "spot" if o.spot else "on-demand"

@@ -38,3 +38,30 @@ def test_bad_price_is_bad_input_and_writes_nothing(monkeypatch, launcher_home, c
     code, _, err = cli_inproc(capsys, "launch", "task_specs/quickstart.yaml", "--yes", "--simulate-preemptions", "1")
     assert code == 2 and "LAUNCHER_SIMULATE_PRICE_USD_PER_HOUR" in err
     assert state_files(launcher_home) == []
+
+
+def test_on_demand_recovery_moves_to_the_simulated_on_demand_variant(tmp_path, launcher_home):
+    """`--simulate-price SPOT,ON_DEMAND` gives simulated capacity an on-demand variant: the
+    `on-demand` recovery policy moves there after the preemption, billed at its price."""
+    from launcher.ledger import Ledger
+    from tests.conftest import run_cli
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: od\nrun: |\n  trap 'exit 75' TERM\n  for i in $(seq 40); do sleep 0.05; done\n  echo finished\n"
+        "launcher: {expected_hours: 0.01, recovery: on-demand}\n"
+    )
+    r = run_cli("launch", str(spec), "--yes", "--cheapest", "--simulate-preemptions", "0.5", "--simulate-price", "0.3,0.9", "--grace-seconds", "5")
+    assert r.returncode == 0, r.stderr
+    assert "simulated on-demand, $0.9/h" in r.stderr  # the fallback is in the plan
+    with Ledger() as led:
+        (run,) = led.list_runs()
+        attempts = led.attempts(run.run_id)
+    assert [(a.spot, a.price_usd_per_hour, a.end_reason) for a in attempts] == [(True, 0.3, "preempted"), (False, 0.9, "completed")]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_simulate_price_flag_without_simulation_is_bad_input(launcher_home, capsys):
+    code, _, err = cli_inproc(capsys, "launch", "task_specs/quickstart.yaml", "--yes", "--simulate-price", "0.3")
+    assert code == 2 and "--simulate-price goes with" in err
+    assert state_files(launcher_home) == []
