@@ -61,15 +61,10 @@ def _venv_bin(name: str) -> str:
     return str(cand) if cand.exists() else (shutil.which(name) or name)
 
 
-@pytest.fixture(scope="session")
-def moto_server():
-    """A real moto_server process on 127.0.0.1. Yields its endpoint URL."""
+def _serve(argv_for_port):
+    """Start a server process on a free loopback port; yield its URL; stop it."""
     port = free_port()
-    proc = subprocess.Popen(
-        [_venv_bin("moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(argv_for_port(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, proc)
         yield f"http://127.0.0.1:{port}"
@@ -79,6 +74,12 @@ def moto_server():
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """A real moto_server process on 127.0.0.1. Yields its endpoint URL."""
+    yield from _serve(lambda port: [_venv_bin("moto_server"), "-H", "127.0.0.1", "-p", str(port)])
 
 
 @pytest.fixture
@@ -99,21 +100,7 @@ def aws_env(moto_server, monkeypatch) -> str:
 @pytest.fixture(scope="session")
 def gcs_emulator():
     """A real gcp-storage-emulator process on 127.0.0.1. Yields its host URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [_venv_bin("gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    yield from _serve(lambda port: [_venv_bin("gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"])
 
 
 @pytest.fixture

@@ -153,17 +153,20 @@ def _group_alive(pgid: int) -> bool:
         return True
     if not os.path.isdir("/proc"):
         return True
-    for entry in os.listdir("/proc"):
+    return any(int(f[2]) == pgid and f[0] != "Z" for f in proc_stats())
+
+
+def proc_stats():
+    """For every process: the fields of /proc/<pid>/stat after the command name (state, ppid,
+    pgrp, ..., utime at [11], stime at [12]); processes that vanish meanwhile are skipped."""
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                yield f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def run_process_groups(run_id: str) -> set[int]:

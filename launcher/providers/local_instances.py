@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import replace
 
-from launcher.executors.local import run_process_groups
+from launcher.executors.local import proc_stats, run_process_groups
 from launcher.ledger.records import ClusterState
 from launcher.providers.base import IdleSignals, InstanceInfo
 
@@ -51,19 +51,8 @@ def cluster_of(ledger, instance_id: str):
 
 
 def _group_cpu_seconds(pgids: set[int]) -> float:
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) in pgids:
-            total += int(fields[11]) + int(fields[12])  # utime + stime (clock ticks)
-    return total / tick
+    ticks = sum(int(f[11]) + int(f[12]) for f in proc_stats() if int(f[2]) in pgids)  # utime + stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_utilization_pct(run_id: str, sample_s: float = 1.0) -> float | None:

@@ -58,30 +58,46 @@ class IdleFilter(abc.ABC):
     def evaluate(self, obs: Observation, policy: ProjectPolicy, now: datetime) -> FilterResult: ...
 
 
-@register
-class GpuUtilization(IdleFilter):
-    name = "gpu-utilization"
+class _Utilization(IdleFilter):
+    """Busy at or above the policy's threshold; unknown where the metric is not published."""
+
+    label = ""
+
+    def value(self, s: IdleSignals) -> float | None:
+        raise NotImplementedError
+
+    def limit(self, policy: ProjectPolicy) -> float:
+        raise NotImplementedError
 
     def evaluate(self, obs, policy, now):
-        s = obs.signals
-        if s is None or s.gpu_utilization_pct is None:
-            return FilterResult(self.name, Verdict.UNKNOWN, "GPU utilization not published")
-        limit = policy.idle.gpu_util_below_pct
-        v = Verdict.IDLE if s.gpu_utilization_pct < limit else Verdict.BUSY
-        return FilterResult(self.name, v, f"GPU max {s.gpu_utilization_pct:.1f}% over {policy.idle.window_minutes} min (idle below {limit:g}%)")
+        v = None if obs.signals is None else self.value(obs.signals)
+        if v is None:
+            return FilterResult(self.name, Verdict.UNKNOWN, f"{self.label} utilization not published")
+        limit = self.limit(policy)
+        verdict = Verdict.IDLE if v < limit else Verdict.BUSY
+        return FilterResult(self.name, verdict, f"{self.label} {v:.1f}% over {policy.idle.window_minutes} min (idle below {limit:g}%)")
 
 
 @register
-class CpuUtilization(IdleFilter):
-    name = "cpu-utilization"
+class GpuUtilization(_Utilization):
+    name, label = "gpu-utilization", "GPU"
 
-    def evaluate(self, obs, policy, now):
-        s = obs.signals
-        if s is None or s.cpu_utilization_pct is None:
-            return FilterResult(self.name, Verdict.UNKNOWN, "CPU utilization not available")
-        limit = policy.idle.cpu_util_below_pct
-        v = Verdict.IDLE if s.cpu_utilization_pct < limit else Verdict.BUSY
-        return FilterResult(self.name, v, f"CPU max {s.cpu_utilization_pct:.1f}% over {policy.idle.window_minutes} min (idle below {limit:g}%)")
+    def value(self, s):
+        return s.gpu_utilization_pct
+
+    def limit(self, policy):
+        return policy.idle.gpu_util_below_pct
+
+
+@register
+class CpuUtilization(_Utilization):
+    name, label = "cpu-utilization", "CPU"
+
+    def value(self, s):
+        return s.cpu_utilization_pct
+
+    def limit(self, policy):
+        return policy.idle.cpu_util_below_pct
 
 
 @register

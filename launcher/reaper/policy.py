@@ -20,10 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from launcher.errors import BadInputError, SpecError, did_you_mean
+from launcher.config_file import load_yaml_model
+from launcher.errors import did_you_mean
 
 ACTIONS = ("stop", "destroy")
 KNOWN_PROVIDERS = ("aws", "gcp", "local", "fake")
@@ -99,45 +99,4 @@ def load_policy(path: Path | None) -> ReapPolicy:
     """Load and validate the policy file; None -> the defaults (local provider only)."""
     if path is None:
         return ReapPolicy()
-    if not Path(path).is_file():
-        raise BadInputError(f"reaper policy file not found: {path}")
-    try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise SpecError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(raw, dict):
-        raise SpecError(f"{path}: the policy must be a mapping, got {type(raw).__name__}")
-    try:
-        return ReapPolicy.model_validate(raw)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        msg = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
-            known = _fields_at(first["loc"])
-            hint = did_you_mean(str(first["loc"][-1]), known) if known else None
-            raise SpecError(f"{path}: unknown field {loc!r}", hint=hint) from None
-        raise SpecError(f"{path}: {loc}: {msg}") from None
-
-
-def _fields_at(loc: tuple) -> list[str]:
-    model: type[BaseModel] | None = ReapPolicy
-    for part in loc[:-1]:
-        if model is None:
-            return []
-        if isinstance(part, str) and part in model.model_fields:
-            ann = model.model_fields[part].annotation
-            if part == "projects":
-                model = PartialProjectPolicy
-                continue
-            model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else _unwrap(ann)
-        elif model is PartialProjectPolicy:
-            continue
-    return list(model.model_fields) if model else []
-
-
-def _unwrap(ann) -> type[BaseModel] | None:
-    for a in getattr(ann, "__args__", ()):
-        if isinstance(a, type) and issubclass(a, BaseModel):
-            return a
-    return None
+    return load_yaml_model(path, ReapPolicy, what="reaper policy file")
