@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import func, select, union
 
@@ -177,36 +178,47 @@ class ReportCache:
     def _merge(
         conn: Any, frames: tuple[pd.DataFrame, pd.DataFrame], ids: list[str], ck_runs: set[str], keep: int, ret: float
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        attempts, checkpoints = (_plain(f) for f in frames)
+        attempts, checkpoints = frames
         if ids:
             changed = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids)
-            attempts = pd.concat([attempts[~attempts["attempt_id"].isin(ids)], changed], ignore_index=True)
+            attempts = _concat(attempts[~attempts["attempt_id"].isin(ids)], changed)
         if ck_runs:
             e = m.events.c
             fresh = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=e.run_id.in_(sorted(ck_runs)))
-            checkpoints = pd.concat([checkpoints[~checkpoints["run_id"].isin(ck_runs)], fresh], ignore_index=True)
+            checkpoints = _concat(checkpoints[~checkpoints["run_id"].isin(ck_runs)], fresh)
         return attempts, checkpoints
 
 
 def _with_open(
     attempts: pd.DataFrame, open_attempts: pd.DataFrame, checkpoints: pd.DataFrame, open_ck: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    def cat(cached: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
-        if fresh.empty:
-            return cached
-        fresh = fresh[[c for c in cached.columns if c in fresh.columns]]
-        return pd.concat([_plain(cached), fresh], ignore_index=True)
-
-    return cat(attempts, open_attempts), cat(checkpoints, open_ck)
+    return _concat(attempts, open_attempts), _concat(checkpoints, open_ck)
 
 
-def _plain(df: pd.DataFrame) -> pd.DataFrame:
-    """Categorical (cached) string columns back to objects, to concatenate with fresh rows."""
-    df = df.copy()
-    for c in df.columns:
-        if isinstance(df[c].dtype, pd.CategoricalDtype):
-            df[c] = df[c].astype(object)
-    return df
+def _concat(cached: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
+    """Cached rows (string columns categorical) + fresh rows, keeping columns categorical
+    (union of categories: no per-row conversion of a million cached strings)."""
+    from pandas.api.types import union_categoricals
+
+    if fresh.empty:
+        return cached.reset_index(drop=True)
+    cached = cached.reset_index(drop=True)
+    out = {}
+    for c in cached.columns:
+        col = cached[c]
+        add = fresh[c] if c in fresh else pd.Series([None] * len(fresh))
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            new = pd.Categorical(np.array(add.astype(object).where(add.notna(), None), dtype=object))
+            out[c] = union_categoricals([_object_categories(col.array), _object_categories(new)], ignore_order=True)
+        else:
+            out[c] = np.concatenate([col.to_numpy(), add.to_numpy(dtype=col.dtype)])
+    return pd.DataFrame(out)
+
+
+def _object_categories(cat: pd.Categorical) -> pd.Categorical:
+    """Same codes, categories as plain objects (parquet gives arrow strings; unions need one dtype)."""
+    cats = pd.Index(np.asarray(cat.categories, dtype=object), dtype=object)
+    return pd.Categorical.from_codes(cat.codes, categories=cats)
 
 
 def window_attempts(attempts: pd.DataFrame, window: Window) -> pd.DataFrame:
