@@ -129,10 +129,10 @@ class ReportCache:
             open_ids = set(open_attempts["attempt_id"])
             open_run_ids = set(conn.execute(select(r.run_id).where(r.ended_at.is_(None))).scalars())
             # by run id: the events (run_id, id) index finds them without a pass over all checkpoints
-            open_ck = _checkpoints(
-                conn, Window(), ALL_KEYS, keep, ret,
-                where=e.run_id.in_(sorted(open_run_ids) or ["-"]) if len(open_run_ids) <= MAX_IN_LIST else r.ended_at.is_(None),
-            )  # fmt: skip
+            if len(open_run_ids) <= MAX_IN_LIST:
+                open_ck = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(open_run_ids))
+            else:
+                open_ck = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_(None))
             new_meta = {
                 "max_event_id": max_id, "refreshed_at": refreshed_at.isoformat(),
                 "open_attempt_ids": sorted(open_ids), "open_runs": sorted(open_run_ids),
@@ -183,8 +183,7 @@ class ReportCache:
             changed = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids)
             attempts = _concat(attempts[~attempts["attempt_id"].isin(ids)], changed)
         if ck_runs:
-            e = m.events.c
-            fresh = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=e.run_id.in_(sorted(ck_runs)))
+            fresh = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(ck_runs))
             checkpoints = _concat(checkpoints[~checkpoints["run_id"].isin(ck_runs)], fresh)
         return attempts, checkpoints
 

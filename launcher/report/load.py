@@ -204,22 +204,23 @@ def has_attempt_event_index(conn: Any) -> bool:
     return False
 
 
-def _runs_of(attempt_ids: Sequence[str]) -> Any:
-    """The runs of these attempts: lets the database reach their events through the
-    events (run_id, id) index instead of walking every event of a kind."""
-    a2 = m.attempts.alias("a2")
-    return select(a2.c.run_id).where(a2.c.attempt_id.in_(list(attempt_ids)))
-
-
 def _event_facts_columns(conn: Any, a: Any, only_ids: Sequence[str] | None = None) -> tuple[dict[str, Any], Any]:
     """Per-attempt event facts as column expressions, and the FROM clause to add (or None).
-    `only_ids` limits the events read to those attempts."""
+    With `only_ids` (a few attempts) or an index on events(attempt_id, kind) the facts are
+    correlated lookups; otherwise one GROUP BY over the events, joined back."""
     e = m.events.c
-    if has_attempt_event_index(conn):
+    if only_ids is not None or has_attempt_event_index(conn):
+        # per-attempt lookups; the run id lets the (run_id, id) index find a run's few events
         ev = m.events.alias("ev")
 
         def one(fn: Any, kind: str, col: Any) -> Any:
-            return select(fn(col)).where(ev.c.attempt_id == a.attempt_id, ev.c.kind == kind).scalar_subquery()
+            return (
+                select(fn(col))
+                # `kind || ''` keeps SQLite off the (kind, at) index, which would walk every event
+                # of that kind for each attempt
+                .where(ev.c.run_id == a.run_id, ev.c.attempt_id == a.attempt_id, ev.c.kind.concat("") == kind)
+                .scalar_subquery()
+            )
 
         facts = {
             "teardown": one(func.max, "teardown", ev.c.at),
@@ -239,7 +240,6 @@ def _event_facts_columns(conn: Any, a: Any, only_ids: Sequence[str] | None = Non
             func.count(case((e.kind == "price", 1))).label("n_price"),
         )
         .where(e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None))
-        .where(true() if only_ids is None else and_(e.attempt_id.in_(list(only_ids)), e.run_id.in_(_runs_of(only_ids))))
         .group_by(e.attempt_id)
         .subquery("ev")
     )
@@ -300,7 +300,14 @@ def _attempts(
 
 
 def _checkpoints(
-    conn: Any, window: Window, keys: Sequence[str], keep_last: int, retention_s: float, *, where: Any = None
+    conn: Any,
+    window: Window,
+    keys: Sequence[str],
+    keep_last: int,
+    retention_s: float,
+    *,
+    where: Any = None,
+    runs: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Sized checkpoints that may be stored inside the window, with the time the run's
     keep_last-th next checkpoint replaced them (the database's LEAD window function)."""
@@ -309,7 +316,10 @@ def _checkpoints(
     a, r, e = m.attempts.c, m.runs.c, m.events.c
     size = e.data["size_bytes"].as_float()
     later = func.lead(e.at, max(1, keep_last)).over(partition_by=e.run_id, order_by=(e.at, e.id))
-    conds = [e.kind == "checkpoint"]
+    if runs is None:
+        conds = [e.kind == "checkpoint"]
+    else:  # a few runs: through the (run_id, id) index, not every checkpoint (`kind || ''`)
+        conds = [e.run_id.in_(list(runs) or ["-"]), e.kind.concat("") == "checkpoint"]
     if window.until is not None:
         conds.append(e.at < window.until)
     if window.since is not None:
