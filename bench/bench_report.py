@@ -228,6 +228,7 @@ def _print(runs: list[dict[str, float]], cli: list[float], label: str) -> None:
         ("cache_refresh_s", "report cache refresh"),
         ("sql_attempts_s", "SQL fetch: attempts + run keys"),
         ("sql_events_s", "SQL fetch: events reduced"),
+        ("sql_prices_s", "SQL fetch: price events"),
         ("pandas_s", "pandas: costs, split, group"),
         ("csv_s", "CSV text"),
         ("total_s", "in process total"),

@@ -189,7 +189,7 @@ def _load_cached(
         attempts["attempt_id"] = None
     if timings is not None:
         timings["cache_refresh_s"] = t2 - t1
-        timings["sql_events_s"] = t1 - t0
+        timings["sql_prices_s"] = t1 - t0
     return LedgerData(attempts=attempts, facts=EventFacts(checkpoints=checkpoints, prices=prices), as_of=as_of)
 
 
