@@ -12,7 +12,7 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str, sort_keys=False) + "\n")
 
 
-def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, stderr: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -21,14 +21,19 @@ def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequen
         table.add_column(c, overflow="fold")
     for r in rows:
         table.add_row(*["" if v is None else str(v) for v in r])
-    Console(width=max(120, _term_width())).print(table)
+    stream = sys.stderr if stderr else sys.stdout
+    Console(file=stream, width=_width(stream)).print(table)
 
 
 def info(msg: str) -> None:
     sys.stderr.write(msg + "\n")
 
 
-def _term_width() -> int:
+def _width(stream) -> int:
+    """The terminal's width (at least 120); into a file or pipe, wide enough that cells such as
+    resource types and ids are not folded (logs and greps see them whole)."""
+    if not stream.isatty():
+        return 240
     import shutil
 
-    return shutil.get_terminal_size((160, 40)).columns
+    return max(120, shutil.get_terminal_size((160, 40)).columns)
