@@ -129,6 +129,7 @@ def build(path: Path, n_attempts: int, seed: int = 7) -> None:
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
     os.replace(tmp, path)
+    Path(str(tmp) + ".migrate.lock").unlink(missing_ok=True)  # the ledger's migration lock file
 
 
 def timed_in_process(url: str, repeat: int, use_cache: bool = False) -> list[dict[str, float]]:
