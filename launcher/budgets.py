@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from launcher.errors import BudgetExceededError, SpecError, did_you_mean
+from launcher.errors import BudgetExceededError
 from launcher.paths import home
 
 WARN_FRACTION = 0.8
@@ -85,32 +85,9 @@ def budgets_path() -> Path:
 
 def load_budgets(path: Path | None = None) -> BudgetsConfig:
     """The budgets file, or no budgets when it does not exist. SpecError when malformed."""
-    import yaml
+    from launcher.config_file import load_yaml_model
 
-    path = path or budgets_path()
-    if not path.exists():
-        return BudgetsConfig()
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from e
-    if raw is None:
-        return BudgetsConfig()
-    if not isinstance(raw, dict):
-        raise SpecError(f"{path}: expected a mapping with a `budgets:` list")
-    try:
-        return BudgetsConfig.model_validate(raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        hint = None
-        if err["type"] == "extra_forbidden":
-            field = str(err["loc"][-1])
-            known = Budget.model_fields if len(err["loc"]) > 1 else BudgetsConfig.model_fields
-            hint = did_you_mean(field, known)
-        raise SpecError(f"{path}: {loc}: {err['msg']}", hint=hint) from e
+    return load_yaml_model(path or budgets_path(), BudgetsConfig, missing_ok=True, what="budgets file")
 
 
 def month_start(now: datetime) -> datetime:
