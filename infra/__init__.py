@@ -1,4 +1,4 @@
-"""Pulumi stacks per cluster (AWS, GCP), tagged per project. See infra/README.md.
+"""Pulumi stacks per cluster (AWS, GCP), tagged per project. See the README section "Clusters as Pulumi stacks".
 
 Public API (import the submodules; this package imports nothing heavy):
 
