@@ -102,6 +102,7 @@ events = Table(
     Column("data", JSON, nullable=False),
     Index(None, "run_id", "id"),
     Index(None, "kind", "at"),
+    Index(None, "attempt_id", "kind", "at"),  # 0002: per-attempt event facts for reports
 )
 
 # No foreign key to runs: the reaper records clusters it finds whose run this ledger never saw.
