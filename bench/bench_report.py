@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 BENCH_DIR = REPO / ".bench"
 TARGET_S = 3.0
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 START = datetime(2026, 8, 1, tzinfo=UTC).timestamp()  # all in the past: nothing "started since"
 
 
