@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from launcher.controller.states import is_terminal
+from launcher.procfs import process_start_ticks
 
 CONTROLLER_EVENT = "controller"
 HEARTBEAT_INTERVAL_S = 1.0
@@ -24,14 +25,6 @@ class ControllerInfo:
     host: str
     start_ticks: int | None
     mode: str  # foreground | detached | resume
-
-
-def process_start_ticks(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def this_controller(mode: str) -> ControllerInfo:

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from launcher.atomic import atomic_write_text
+from launcher.procfs import proc_stats, process_start_ticks
 from launcher.executors.base import (
     DEFAULT_GRACE_SECONDS,
     PREEMPTED_EXIT_CODE,
@@ -125,15 +126,6 @@ def podman_argv(
     return [*argv, image, "bash", "-c", command]
 
 
-def _proc_start_ticks(pid: int) -> int | None:
-    """Kernel start time of `pid` (guards against killing a recycled pid after a crash)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
@@ -154,19 +146,6 @@ def _group_alive(pgid: int) -> bool:
     if not os.path.isdir("/proc"):
         return True
     return any(int(f[2]) == pgid and f[0] != "Z" for f in proc_stats())
-
-
-def proc_stats():
-    """For every process: the fields of /proc/<pid>/stat after the command name (state, ppid,
-    pgrp, ..., utime at [11], stime at [12]); processes that vanish meanwhile are skipped."""
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                yield f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
 
 
 def run_process_groups(run_id: str) -> set[int]:
@@ -203,7 +182,7 @@ def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECOND
     candidates: list[int] = []
     for p in data.get("procs", []):
         pgid, ticks = int(p["pgid"]), p.get("start_ticks")
-        now_ticks = _proc_start_ticks(pgid)
+        now_ticks = process_start_ticks(pgid)
         if now_ticks is not None and ticks is not None and now_ticks != ticks:
             continue  # the pid was reused by an unrelated process
         candidates.append(pgid)
@@ -299,7 +278,7 @@ class LocalExecution(Execution):
 
     def _write_procs(self) -> None:
         procs = [
-            {"rank": r, "pgid": p.pid, "start_ticks": _proc_start_ticks(p.pid), "phase": self.phase}
+            {"rank": r, "pgid": p.pid, "start_ticks": process_start_ticks(p.pid), "phase": self.phase}
             for r, p in self._procs.items()
             if p.returncode is None
         ]

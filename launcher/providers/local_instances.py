@@ -13,7 +13,8 @@ import os
 import time
 from dataclasses import replace
 
-from launcher.executors.local import proc_stats, run_process_groups
+from launcher.executors.local import run_process_groups
+from launcher.procfs import proc_stats
 from launcher.ledger.records import ClusterState
 from launcher.providers.base import IdleSignals, InstanceInfo
 

@@ -1,0 +1,28 @@
+"""Reading /proc (Linux): process start times and per-process CPU and group fields."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Kernel start time of `pid`, to tell a live process from a recycled pid after a crash."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_stats() -> Iterator[list[str]]:
+    """For every process: the fields of /proc/<pid>/stat after the command name (state at [0],
+    ppid, pgrp at [2], ..., utime at [11], stime at [12]); processes that vanish are skipped."""
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                yield f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
