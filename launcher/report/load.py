@@ -206,10 +206,12 @@ def has_attempt_event_index(conn: Any) -> bool:
 
 def _event_facts_columns(conn: Any, a: Any, only_ids: Sequence[str] | None = None) -> tuple[dict[str, Any], Any]:
     """Per-attempt event facts as column expressions, and the FROM clause to add (or None).
-    With `only_ids` (a few attempts) or an index on events(attempt_id, kind) the facts are
-    correlated lookups; otherwise one GROUP BY over the events, joined back."""
+    With `only_ids` (a few attempts, e.g. the cache's incremental refresh) the facts are
+    correlated lookups; a full read is one GROUP BY over the events, joined back (measured on 1M
+    attempts / 2.8M events in SQLite: 24 s against 31 s for lookups, even with the
+    events(attempt_id, kind, at) index)."""
     e = m.events.c
-    if only_ids is not None or has_attempt_event_index(conn):
+    if only_ids is not None:
         # per-attempt lookups; the run id lets the (run_id, id) index find a run's few events
         ev = m.events.alias("ev")
 
