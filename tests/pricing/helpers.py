@@ -8,6 +8,20 @@ from pathlib import Path
 
 SLICE_CLOUDS = ("aws", "gcp", "lambda", "runpod")
 
+# The AWS vms.csv header of SkyPilot catalog v7 (also the generic column set).
+AWS_V7_HEADER = (
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "GpuInfo",
+    "Price",
+    "SpotPrice",
+    "Region",
+    "AvailabilityZone",
+)
+
 
 def layout_slices(shared_data: Path, dest: Path, clouds=SLICE_CLOUDS) -> Path:
     """Copy ../shared/data/catalog/<cloud>_vms_slice.csv to dest/<cloud>/vms.csv (bytes unchanged)."""
@@ -79,18 +93,7 @@ def serve_layout(shared_data: Path, root: Path, schema: str = "v8") -> Path:
 
 def small_data(dest: Path) -> Path:
     """A tiny stand-in for ../shared/data (same file names and formats), for clones without it."""
-    head = [
-        "InstanceType",
-        "AcceleratorName",
-        "AcceleratorCount",
-        "vCPUs",
-        "MemoryGiB",
-        "GpuInfo",
-        "Price",
-        "SpotPrice",
-        "Region",
-        "AvailabilityZone",
-    ]
+    head = list(AWS_V7_HEADER)
     cat = dest / "catalog"
     write_csv(
         cat / "aws_vms_slice.csv",

@@ -10,20 +10,9 @@ from launcher.errors import BadInputError, NoOfferError, UnknownNameError
 from pricing.catalog import load_catalog
 from pricing.models import GpuRequest, OfferQuery
 from pricing.rank import expected_time, explain_offers, rank_offers
-from tests.pricing.helpers import write_csv
+from tests.pricing.helpers import AWS_V7_HEADER, write_csv
 
-HEADER = [
-    "InstanceType",
-    "AcceleratorName",
-    "AcceleratorCount",
-    "vCPUs",
-    "MemoryGiB",
-    "GpuInfo",
-    "Price",
-    "SpotPrice",
-    "Region",
-    "AvailabilityZone",
-]
+HEADER = list(AWS_V7_HEADER)
 
 
 def test_on_demand_is_just_the_work():

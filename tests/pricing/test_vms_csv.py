@@ -7,20 +7,9 @@ import pytest
 from launcher.errors import BadInputError
 from pricing.catalog import normalize_cloud
 from pricing.vms_csv import read_vms_csv
-from tests.pricing.helpers import fnum, raw_rows, write_csv
+from tests.pricing.helpers import AWS_V7_HEADER, fnum, raw_rows, write_csv
 
-V7_AWS = [
-    "InstanceType",
-    "AcceleratorName",
-    "AcceleratorCount",
-    "vCPUs",
-    "MemoryGiB",
-    "GpuInfo",
-    "Price",
-    "SpotPrice",
-    "Region",
-    "AvailabilityZone",
-]
+V7_AWS = list(AWS_V7_HEADER)
 GPUINFO = "{'Gpus': [{'Name': 'A10G', 'Manufacturer': 'NVIDIA', 'Count': 4, 'MemoryInfo': {'SizeInMiB': 22888}}], 'TotalGpuMemoryInMiB': 91552}"
 ROW = ["g5.12xlarge", "A10G", "4.0", "48.0", "192.0", GPUINFO, "5.672", "2.1", "us-east-1", "use1-az1"]
 
