@@ -8,7 +8,7 @@ holding, go on-demand).
 from __future__ import annotations
 
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
-from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot
+from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
 
 
 class OnDemandPolicy(PlacementPolicy):
@@ -22,14 +22,8 @@ class OnDemandPolicy(PlacementPolicy):
         return Decision(Choice.ON_DEMAND, state.current_zone, "on-demand policy")
 
 
-class GreedyPolicy(PlacementPolicy):
-    """Spot whenever available, wait otherwise; on-demand for good once only just enough time is left.
-
-    "Only just enough" = one more idle step would leave less than two restart overheads of slack
-    (one for a spot start, one to fall back to on-demand), the paper's R(t) < C(t) + 2d.
-    """
-
-    name = "greedy"
+class _CommittingPolicy(PlacementPolicy):
+    """Shared by the baselines that may commit to on-demand until the end of a run."""
 
     def __init__(self, poll_hours: float = DEFAULT_POLL_HOURS) -> None:
         self.poll_hours = poll_hours
@@ -38,13 +32,32 @@ class GreedyPolicy(PlacementPolicy):
     def reset(self) -> None:
         self._committed = False
 
-    def decide(self, state: DecisionState) -> Decision:
+    def _start(self, state: DecisionState) -> tuple[Decision | None, Budget | None]:
+        """An immediate decision (no deadline: spot when available; work done: nothing), or the
+        slack budget to decide with."""
         z = state.current_zone
         if state.deadline_hours is None:
-            return enforce(state, Decision(Choice.SPOT if state.spot_available[z] else Choice.NONE, z))
+            return enforce(state, Decision(Choice.SPOT if state.spot_available[z] else Choice.NONE, z)), None
         b = budget(state, self.poll_hours)
         if b.remaining <= 0:
-            return Decision(Choice.NONE, z, "done")
+            return Decision(Choice.NONE, z, "done"), b
+        return None, b
+
+
+class GreedyPolicy(_CommittingPolicy):
+    """Spot whenever available, wait otherwise; on-demand for good once only just enough time is left.
+
+    "Only just enough" = one more idle step would leave less than two restart overheads of slack
+    (one for a spot start, one to fall back to on-demand), the paper's R(t) < C(t) + 2d.
+    """
+
+    name = "greedy"
+
+    def decide(self, state: DecisionState) -> Decision:
+        z = state.current_zone
+        early, b = self._start(state)
+        if early is not None:
+            return early
         if holding_spot(state):
             return Decision(Choice.SPOT, z, "exploit the live spot cluster")
         if self._committed or state.current is Choice.ON_DEMAND:
@@ -58,7 +71,7 @@ class GreedyPolicy(PlacementPolicy):
         return Decision(Choice.ON_DEMAND, z, "safety net: on-demand to the end")
 
 
-class UniformProgressPolicy(PlacementPolicy):
+class UniformProgressPolicy(_CommittingPolicy):
     """Uniform Progress (Can't Be Late, NSDI'24, section 5.2), with its hysteresis and safety net.
 
     cp(t) = progress made, ep(t) = t * C(0) / R(0) (the progress of a uniform spread), d = the
@@ -73,20 +86,11 @@ class UniformProgressPolicy(PlacementPolicy):
 
     name = "uniform-progress"
 
-    def __init__(self, poll_hours: float = DEFAULT_POLL_HOURS) -> None:
-        self.poll_hours = poll_hours
-        self._committed = False
-
-    def reset(self) -> None:
-        self._committed = False
-
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone
-        if state.deadline_hours is None:
-            return enforce(state, Decision(Choice.SPOT if state.spot_available[z] else Choice.NONE, z))
-        b = budget(state, self.poll_hours)
-        if b.remaining <= 0:
-            return Decision(Choice.NONE, z, "done")
+        early, b = self._start(state)
+        if early is not None:
+            return early
         if self._committed:
             return Decision(Choice.ON_DEMAND, z, "safety net: on-demand to the end")
         if holding_spot(state):
