@@ -9,9 +9,14 @@ import importlib
 import sys
 import traceback
 
-import click
+import typer
 
 from launcher.cli.app import GLOBALS, app
+
+try:  # typer >= 0.20 vendors click; its usage errors are raised from there
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer on the real click
+    from click import ClickException
 from launcher.errors import ExitCode, LauncherError
 
 # Each module registers its commands on `app` at import; they must stay light to import.
@@ -38,8 +43,10 @@ def _debug_requested(argv: list[str]) -> bool:
 
 def run(argv: list[str]) -> int:
     try:
-        app(args=argv, prog_name="launcher", standalone_mode=False)
-        return 0
+        rv = app(args=argv, prog_name="launcher", standalone_mode=False)
+        # Without standalone mode typer returns a `typer.Exit`'s code instead of raising it;
+        # our commands themselves return None.
+        return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except LauncherError as e:
         if GLOBALS.debug or _debug_requested(argv):
             traceback.print_exc()
@@ -47,12 +54,12 @@ def run(argv: list[str]) -> int:
         if e.hint:
             sys.stderr.write(f"  {e.hint}\n")
         return int(e.exit_code)
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         return int(e.exit_code or 0)
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.stderr.write("aborted\n")
         return int(ExitCode.INTERRUPTED)
-    except click.ClickException as e:
+    except ClickException as e:  # unknown option, missing argument, bad value: usage errors
         e.show()
         return int(ExitCode.BAD_INPUT)
     except KeyboardInterrupt:
