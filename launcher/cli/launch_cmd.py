@@ -92,11 +92,11 @@ def launch(
         except ValueError as e:
             raise BadInputError(str(e)) from None
     simulated = simulate_preemptions is not None or simulate_trace is not None
+    import os
+
+    from launcher.providers.local import SIMULATE_PRICE_ENV, SimulatedPrices
+
     if simulate_price is not None:
-        import os
-
-        from launcher.providers.local import SIMULATE_PRICE_ENV, SimulatedPrices
-
         if not simulated:
             raise BadInputError("--simulate-price goes with --simulate-preemptions or --simulate-trace")
         SimulatedPrices.parse(simulate_price)  # bad input -> exit 2 before anything is written
@@ -143,6 +143,7 @@ def launch(
         simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, simulate_within_s=simulate_within,
         simulate_trace=str(simulate_trace) if simulate_trace else None, trace_speedup=trace_speedup,
         trace_start_tick=trace_start_tick, grace_s=grace_seconds, ssh_cidr=ssh_cidr,
+        simulate_price=os.environ.get(SIMULATE_PRICE_ENV) if simulated else None,
     )  # fmt: skip
     with Ledger() as ledger:
         run_id = prepare_run(loaded, plan, options, ledger, prov)

@@ -47,6 +47,7 @@ class LaunchOptions:
     trace_speedup: float = 1.0
     trace_start_tick: int = 0
     ssh_cidr: str | None = None  # clouds: who may SSH into the cluster (e.g. your IP/32)
+    simulate_price: str | None = None  # 'SPOT[,ON_DEMAND]' USD/h of simulated capacity (kept for --resume)
     grace_s: float = DEFAULT_GRACE_SECONDS
     spec_path: str | None = None
     base_dir: str | None = None
@@ -158,7 +159,7 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: 
     continuing after the placements already made); others from the registry."""
     from launcher.ledger.records import EndReason
     from launcher.providers import registry
-    from launcher.providers.local import LocalProvider, PreemptionSchedule, SpotTrace
+    from launcher.providers.local import LocalProvider, PreemptionSchedule, SimulatedPrices, SpotTrace
 
     schedule = None
     if opts.simulate_preemptions:
@@ -173,7 +174,8 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: 
         for a in ledger.attempts(run_id)
         if a.cloud == "local" and a.spot and a.end_reason != EndReason.PROVISION_FAILED
     )
-    local = LocalProvider(schedule, trace=trace, placements_before=previous_local)
+    prices = SimulatedPrices.parse(opts.simulate_price) if opts.simulate_price else None
+    local = LocalProvider(schedule, trace=trace, placements_before=previous_local, prices=prices)
     cache: dict[str, object] = {"local": local}
 
     def provider_for(cloud: str):

@@ -65,3 +65,17 @@ def test_simulate_price_flag_without_simulation_is_bad_input(launcher_home, caps
     code, _, err = cli_inproc(capsys, "launch", "task_specs/quickstart.yaml", "--yes", "--simulate-price", "0.3")
     assert code == 2 and "--simulate-price goes with" in err
     assert state_files(launcher_home) == []
+
+
+def test_the_simulated_price_is_kept_in_the_run_for_resume(monkeypatch):
+    """A resumed controller rebuilds its provider from the run's launch options, not from the
+    environment of whoever resumes it."""
+    from launcher.controller.runner import LaunchOptions, make_provider_for
+    from launcher.ledger import Ledger, RunRecord
+
+    monkeypatch.delenv("LAUNCHER_SIMULATE_PRICE_USD_PER_HOUR", raising=False)
+    with Ledger() as led:
+        led.create_run(RunRecord(run_id="r-price", name="p", spec_hash="h", spec_yaml="run: x"))
+        opts = LaunchOptions(simulate_preemptions="3", simulate_price="0.4,1.2")
+        local = make_provider_for("r-price", opts, led, 0.1)("local")
+    assert (local.offer().price_usd_per_hour, local.offer(spot=False).price_usd_per_hour) == (0.4, 1.2)
