@@ -13,6 +13,7 @@ Example::
       research:
         grace_minutes: 30
         action: stop
+    notify: {webhook_url: "https://hooks.example.com/reap", command: "mail -s reap ops@example.com"}
 """
 
 from __future__ import annotations
@@ -70,10 +71,21 @@ class PartialProjectPolicy(BaseModel):
     _known_action = field_validator("action", mode="before")(ProjectPolicy._known_action.__func__)
 
 
+class NotifyConfig(BaseModel):
+    """Where a pass reports what it marked and removed (either or both)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    webhook_url: str | None = Field(None, pattern=r"^https?://")
+    command: str | None = None  # run with the JSON message on stdin
+    timeout_s: float = Field(10.0, gt=0, le=300)
+
+
 class ReapPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     providers: list[str] = Field(default_factory=lambda: ["local"])
+    notify: NotifyConfig | None = None
     defaults: ProjectPolicy = ProjectPolicy()
     projects: dict[str, PartialProjectPolicy] = Field(default_factory=dict)
 

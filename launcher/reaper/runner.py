@@ -138,6 +138,12 @@ def run_pass(
                 gone = _orphan_stack_outcome(c, listed, provider, ledger, now, dry_run, destroy_stack, report.pass_id)
                 if gone is not None:
                     report.outcomes.append(gone)
+        if not dry_run and policy.notify is not None:
+            from launcher.reaper import notify
+
+            msg = notify.message(report.pass_id, report.outcomes)
+            if msg is not None:
+                report.errors += notify.send(policy.notify, msg)
         return report
     finally:
         lock.release()
