@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from launcher.ledger import ClusterRecord, Ledger, NewAttempt, RunRecord
 from launcher.reaper.decide import MARK_TAG
 from launcher.reaper.policy import ProjectPolicy, ReapPolicy
@@ -68,7 +70,9 @@ def test_nightly_scenario(cloud):
         p2 = {o.instance_id: o for o in run_pass(policy, providers, led, now=now + timedelta(minutes=30), sleep=lambda s: None).outcomes}
         assert p2[idle].decision == "keep" and p2[orphan].decision == "keep"  # grace not over
 
-        p3 = {o.instance_id: o for o in run_pass(policy, providers, led, now=now + timedelta(minutes=61), sleep=lambda s: None).outcomes}
+        from launcher.reaper.service import _price_lookup
+
+        p3 = {o.instance_id: o for o in run_pass(policy, providers, led, now=now + timedelta(minutes=61), sleep=lambda s: None, price_lookup=_price_lookup).outcomes}
         assert p3[idle].decision == "act" and p3[idle].ok, p3[idle].error
         assert p3[orphan].decision == "act" and p3[orphan].ok, p3[orphan].error
 
@@ -80,3 +84,8 @@ def test_nightly_scenario(cloud):
         assert led.get_cluster("c-idle").state == "terminated"
         acts = [r for r in led.reap_audit() if r.decision == "act"]
         assert {r.instance_id for r in acts} == {idle, orphan}
+        if cloud.provider.name in ("aws", "gcp"):  # priced from the catalog snapshot
+            for r in acts:
+                assert r.hourly_price_usd and r.hourly_price_usd > 0
+                # a day avoided, or less when expires-at comes sooner (the orphan's is past)
+                assert r.estimated_saving_usd == pytest.approx(r.hourly_price_usd * 24, rel=1e-3)
