@@ -61,6 +61,7 @@ def query_for(alt: ResourceFields, loaded: LoadedSpec, clouds: tuple[str, ...], 
         max_price_usd_per_hour=min(max_prices) if max_prices else None,
         work_hours=expected_work_hours(loaded),
         checkpoint_minutes=lb.checkpoint.interval_minutes if lb.checkpoint else None,
+        **({"checkpoint_cost_minutes": lb.checkpoint.cost_minutes} if lb.checkpoint and lb.checkpoint.cost else {}),
         deadline_hours=lb.deadline_hours,
     )
 

@@ -246,10 +246,11 @@ class CheckpointSpec(BaseModel):
     model_config = _Model
     dir: str | None = None  # default: $LAUNCHER_HOME/runs/<run-id>/checkpoints (local)
     interval: str | None = None  # duration, e.g. '10m'
+    cost: str | None = None  # time one save takes, e.g. '20s' (ranking; default 1 minute)
 
-    @field_validator("interval", mode="before")
+    @field_validator("interval", "cost", mode="before")
     @classmethod
-    def _interval(cls, v: str | None) -> str | None:
+    def _duration(cls, v: str | None) -> str | None:
         if v is not None:
             parse_duration_seconds(v)
         return v
@@ -257,6 +258,10 @@ class CheckpointSpec(BaseModel):
     @property
     def interval_minutes(self) -> float | None:
         return parse_duration_seconds(self.interval) / 60.0 if self.interval else None
+
+    @property
+    def cost_minutes(self) -> float | None:
+        return parse_duration_seconds(self.cost) / 60.0 if self.cost else None
 
 
 class LauncherBlock(BaseModel):

@@ -70,8 +70,8 @@ def test_aws_dry_run_without_credentials_prints_ranked_and_resource_plan(launche
     assert "Plan for 'train-digits' (1 node):" in err
     chosen = next(line for line in err.splitlines() if line.startswith("  chosen:"))
     assert chosen.split()[1].startswith("aws/") and chosen.endswith("[no credentials]")
-    # 0.5 h of work with a checkpoint every minute: the other half hour is checkpoint overhead.
-    assert "over 1.00 h (work 0.5 h + checkpoints 0.50 h (every 1 min);" in err
+    # 0.5 h of work with a 2 s checkpoint every minute: 30 saves = 0.017 h of overhead.
+    assert "over 0.52 h (work 0.5 h + checkpoints 0.02 h (every 1 min);" in err
     assert "aws: no credentials found — a real launch would refuse: looked in env AWS_ACCESS_KEY_ID" in err
     assert "computed from the program under Pulumi mocks (nothing deployed)" in err
     assert "aws:ec2/instance:Instance" in err and "market=spot/one-time/terminate" in err

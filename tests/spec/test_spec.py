@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from launcher.errors import SpecError
+from launcher.planning import Overrides
 from launcher.spec import format_duration, load_spec, load_spec_text, parse_duration_seconds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,15 +131,31 @@ def test_launcher_block():
           budget_usd: 12.5
           deadline: 1h30m
           expected_hours: 2
-          checkpoint: {dir: /tmp/ck, interval: 10m}
+          checkpoint: {dir: /tmp/ck, interval: 10m, cost: 30s}
           max_restarts: 0
           recovery: next-offer
           seeds: {train: 1}
           data: [data/]
         """
     ).spec.launcher
-    assert lb.deadline_hours == 1.5 and lb.checkpoint.interval_minutes == 10
+    assert lb.deadline_hours == 1.5 and lb.checkpoint.interval_minutes == 10 and lb.checkpoint.cost_minutes == 0.5
     assert lb.max_restarts == 0 and lb.seeds == {"train": 1} and lb.budget_usd == 12.5
+
+
+def test_checkpoint_cost_reaches_the_ranking_query():
+    from launcher.planning.candidates import query_for
+
+    loaded = _load("run: x\nresources: {accelerators: L4:1}\nlauncher: {checkpoint: {interval: 5m, cost: 15s}}\n")
+    alt = loaded.spec.resources.alternatives()[0]
+    q = query_for(alt, loaded, ("aws",), Overrides())
+    assert (q.checkpoint_minutes, q.checkpoint_cost_minutes) == (5.0, 0.25)
+    default = query_for(alt, _load("run: x\nresources: {accelerators: L4:1}\n"), ("aws",), Overrides())
+    assert default.checkpoint_cost_minutes == 1.0  # OfferQuery's default
+
+
+def test_bad_checkpoint_cost_is_rejected():
+    with pytest.raises(SpecError, match="checkpoint.cost"):
+        _load("run: x\nlauncher: {checkpoint: {cost: 20}}\n")
 
 
 def test_envs_and_secrets_become_strings():
