@@ -6,7 +6,6 @@ BadInputError naming the case, before anything is simulated.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from launcher.errors import BadInputError
 from launcher.policies.base import PlacementPolicy
 from launcher.simulation.engine import SimCase, SimResult, deadline_ticks, simulate
-from launcher.simulation.traces import Trace, load_trace
+from launcher.simulation.traces import Trace, load_trace, read_json
 
 
 class CaseSpec(BaseModel):
@@ -67,18 +66,7 @@ def parse_cases(obj: object, source: str = "cases") -> list[CaseSpec]:
 
 
 def load_cases(path: Path) -> list[CaseSpec]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise BadInputError(f"cases file not found: {path}") from None
-    except OSError as e:
-        raise BadInputError(f"cannot read cases file {path}: {e.strerror}") from None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadInputError(
-            f"cases file {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
-        ) from None
+    obj = read_json(path, "cases file")
     return parse_cases(obj, str(path))
 
 

@@ -44,16 +44,20 @@ def parse_trace(obj: object, name: str) -> Trace:
     return Trace(name=name, gap_seconds=float(gap), available=tuple(v == 0 for v in data))
 
 
-def load_trace(path: Path, name: str | None = None) -> Trace:
-    name = name or str(path)
+def read_json(path: Path, what: str, name: str | None = None):
+    """A JSON file, or one BadInputError saying which `what` (e.g. 'trace') is missing or bad."""
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise BadInputError(f"trace not found: {path}") from None
+        raise BadInputError(f"{what} not found: {path}") from None
     except OSError as e:
-        raise BadInputError(f"cannot read trace {path}: {e.strerror}") from None
+        raise BadInputError(f"cannot read {what} {path}: {e.strerror}") from None
     try:
-        obj = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        raise BadInputError(f"trace {name} is not valid JSON: {e.msg} (line {e.lineno})") from None
-    return parse_trace(obj, name)
+        raise BadInputError(f"{what} {name or path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+
+
+def load_trace(path: Path, name: str | None = None) -> Trace:
+    name = name or str(path)
+    return parse_trace(read_json(path, "trace", name), name)
