@@ -190,21 +190,23 @@ def test_multi_rank_output_is_prefixed_and_env_is_per_rank(tmp_path):
         assert f"(rank {rank}) rank={rank} nodes=3 ips=3" in r.stdout.splitlines()
 
 
-def test_simulated_preemptions_recover_and_resume_from_checkpoint(tmp_path):
-    # A job that counts to 30, checkpointing its counter; on SIGTERM it saves and exits 75.
-    spec = write_spec(
-        tmp_path,
-        """
+def counter_spec(to: int, extra: str = "") -> str:
+    """A job that counts to `to`, checkpointing its counter; on SIGTERM it saves and exits 75."""
+    return f"""
         name: counter
         run: |
           f=$LAUNCHER_CHECKPOINT_DIR/step; i=$(cat $f 2>/dev/null || echo 0)
           echo "attempt $LAUNCHER_ATTEMPT resumes at $i"
           trap 'echo $i > $f; exit 75' TERM
-          while [ $i -lt 30 ]; do i=$((i+1)); sleep 0.05; done
+          while [ $i -lt {to} ]; do i=$((i+1)); sleep 0.05; done
           echo "done at $i"
-        launcher: {expected_hours: 0.01}
-        """,
-    )
+        {extra}
+        """
+
+
+def test_simulated_preemptions_recover_and_resume_from_checkpoint(tmp_path):
+    # A job that counts to 30, checkpointing its counter; on SIGTERM it saves and exits 75.
+    spec = write_spec(tmp_path, counter_spec(30, "launcher: {expected_hours: 0.01}"))
     r = run_cli("launch", str(spec), "--yes", "--simulate-preemptions", "0.5,0.5", "--grace-seconds", "5")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -320,18 +322,7 @@ def test_local_backend_follows_a_spot_trace(tmp_path):
     # One tick per 0.5 s: capacity for 2 ticks, gone for 2, then back for good.
     trace = tmp_path / "trace.json"
     trace.write_text('{"metadata": {"gap_seconds": 30}, "data": [0, 0, 0, 1, 1, 0]}')
-    spec = write_spec(
-        tmp_path,
-        """
-        name: counter
-        run: |
-          f=$LAUNCHER_CHECKPOINT_DIR/step; i=$(cat $f 2>/dev/null || echo 0)
-          echo "attempt $LAUNCHER_ATTEMPT resumes at $i"
-          trap 'echo $i > $f; exit 75' TERM
-          while [ $i -lt 40 ]; do i=$((i+1)); sleep 0.05; done
-          echo "done at $i"
-        """,
-    )
+    spec = write_spec(tmp_path, counter_spec(40))
     r = run_cli("launch", str(spec), "--yes", "--simulate-trace", str(trace), "--trace-speedup", "60")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "done at 40"
