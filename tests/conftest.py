@@ -43,17 +43,55 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on 127.0.0.1:port (or any address) per /proc/net/tcp."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                inodes.add(f[9])
+    return inodes
+
+
+def _owned_by(pid: int, inodes: set[str]) -> bool:
+    """True when the process (or one of its children) holds one of these sockets."""
+    pids = [pid]
+    try:
+        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            fds = list(Path(f"/proc/{p}/fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                return True
+    return False
+
+
 def wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Wait until `proc` itself listens on `port`: another process answering there (a port that
+    was free when picked and taken since) does not count."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited early with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"port {port} did not open in {timeout_s}s")
+        inodes = _listening_inodes(port)
+        if inodes and _owned_by(proc.pid, inodes):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"process {proc.pid} was not listening on port {port} after {timeout_s}s")
 
 
 def _venv_bin(name: str) -> str:
@@ -61,19 +99,33 @@ def _venv_bin(name: str) -> str:
     return str(cand) if cand.exists() else (shutil.which(name) or name)
 
 
-def _serve(argv_for_port):
-    """Start a server process on a free loopback port; yield its URL; stop it."""
-    port = free_port()
-    proc = subprocess.Popen(argv_for_port(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _serve(argv_for_port, attempts: int = 3):
+    """Start a server process on a free loopback port; yield its URL; stop it. A port taken by
+    someone else between picking and binding makes our server exit or never own the listener:
+    then try again on another port."""
+    for attempt in range(attempts):
+        port = free_port()
+        proc = subprocess.Popen(argv_for_port(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_port(port, proc)
+            break
+        except (RuntimeError, TimeoutError):
+            _stop(proc)
+            if attempt == attempts - 1:
+                raise
     try:
-        wait_for_port(port, proc)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def webhook():
         def log_message(self, *args):
             pass
 
-    server = HTTPServer(("127.0.0.1", free_port()), Handler)
+    server = HTTPServer(("127.0.0.1", 0), Handler)  # the kernel picks: no race for the port
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
