@@ -29,7 +29,7 @@ from pricing.sources import CatalogSource, resolve_sources
 from pricing.vms_csv import read_vms_csv
 
 # Bump when the normalized layout changes, so old parsed pickles are ignored.
-PARSE_VERSION = "3"
+PARSE_VERSION = "4"
 
 OFFER_COLUMNS = (
     "cloud", "region", "zone", "instance_type", "accelerator", "accelerator_family",
@@ -156,7 +156,10 @@ def _load_offers(sources: dict[str, CatalogSource], signature: tuple, cache_dir:
     for cloud, src in sorted(sources.items()):
         raw = read_vms_csv(src.path, label=f"{cloud} catalog {src.path}")
         overlay = read_spot_overlay(src.spot_overlay) if src.spot_overlay is not None else None
-        frames.append(normalize_cloud(cloud, raw, overlay))
+        offers = normalize_cloud(cloud, raw, overlay)
+        if src.kind == "snapshot":  # GPU offers only; its N1 rows are there as GPU hosts
+            offers = offers[offers["accelerator"].notna()]
+        frames.append(offers)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(OFFER_COLUMNS))
     df = _compact(df)
     if pickle_path is not None:
