@@ -42,15 +42,28 @@ def explain_no_offer(
     if q.gpus is not None and not gpu_rows.any():
         return _no_shape(table, q, msg)
     shape = "|".join(f"{g.name}:{g.count}" for g in q.gpus) if q.gpus else "matching"
-    rows = gpu_rows
-    for label, keep in steps:
+    # A filter that alone leaves nothing of what the others keep is the one to name.
+    for i, (label, _) in enumerate(steps):
+        others = gpu_rows.copy()
+        for j, (_, keep) in enumerate(steps):
+            if j != i:
+                others &= keep
+        if others.any() and not (others & steps[i][1]).any():
+            n = int(others.sum())
+            where = " match the other filters" if len(steps) > 1 else " exist"
+            return f"{msg}: {n} {shape} offer{'s' if n != 1 else ''}{where}, none with {label}", _instead(
+                table, q, label, others
+            )
+    rows, applied = gpu_rows, []
+    for label, keep in steps:  # only a combination empties it: say how far it got
         after = rows & keep
         if not after.any():
             n = int(rows.sum())
-            return f"{msg}: {n} {shape} offer{'s' if n != 1 else ''} exist, none with {label}", _instead(
+            passed = f" with {' and '.join(applied)}" if applied else ""
+            return f"{msg}: {n} {shape} offer{'s' if n != 1 else ''}{passed}, none also with {label}", _instead(
                 table, q, label, rows
             )
-        rows = after
+        rows, applied = after, [*applied, label]
     if dropped:
         msg += "; left out: " + ", ".join(f"{n} {why}" for why, n in dropped.items())
     return msg, _after_drops(table, q, dropped, rows)
