@@ -139,22 +139,33 @@ def _score(table: OfferTable, rows: np.ndarray, query: OfferQuery, limit: int | 
     )
     price = table.floats["price_usd_per_hour"][rows]
     cost = price * t.expected_hours
-    order = np.lexsort(
-        (
-            table.codes["instance_type"][rows],
-            table.codes["zone"][rows],
-            table.codes["region"][rows],
-            table.codes["cloud"][rows],
-            table.spot[rows],
-            price,
-            np.round(cost, 9),
-        )
-    )
+    primary = np.round(cost, 9)
+    pick = np.arange(len(rows))
     late = 0
     if query.deadline_hours is not None:
-        on_time = t.expected_hours[order] <= query.deadline_hours
+        on_time = t.expected_hours <= query.deadline_hours
         late = int((~on_time).sum())
-        order = order[on_time]
+        pick = pick[on_time]
+    if limit is not None and 0 < limit < len(pick):
+        # Only rows whose cost is at most the limit-th smallest can be in the top `limit`
+        # (ties included): sort those instead of every row.
+        threshold = np.partition(primary[pick], limit - 1)[limit - 1]
+        if not np.isnan(threshold):
+            pick = pick[primary[pick] <= threshold]
+    r = rows[pick]
+    order = pick[
+        np.lexsort(
+            (
+                table.codes["instance_type"][r],
+                table.codes["zone"][r],
+                table.codes["region"][r],
+                table.codes["cloud"][r],
+                table.spot[r],
+                price[pick],
+                primary[pick],
+            )
+        )
+    ]
     if limit is not None:
         order = order[:limit]
     return order, t, cost, late

@@ -117,3 +117,13 @@ def test_table_round_trip_keeps_missing_values_and_order():
     assert back.present("cloud", np.array([False, True, True])) == ("aws",)
     with pytest.raises(TableFileError, match="other sources"):
         OfferTable.from_bytes(t.to_bytes("sig"), "another")
+
+
+@pytest.mark.parametrize("limit", [1, 3, 20, 500])
+@pytest.mark.parametrize("query", QUERIES, ids=range(len(QUERIES)))
+def test_top_n_is_the_prefix_of_the_full_order(slices, tmp_path, query, limit):
+    # the slices hold many exact ties (same price in several zones): the cut must keep them in order
+    cat = load_offer_catalog(slices, cache_dir=tmp_path / "cache", risk_file=tmp_path / "risk.yaml")
+    full = explain_offers(cat, query).offers
+    top = explain_offers(cat, query, limit=limit).offers
+    assert [dataclasses.asdict(s) for s in top] == [dataclasses.asdict(s) for s in full[:limit]]
