@@ -8,10 +8,14 @@ job's first output line reaches our stdout pipe, and the time until the process 
 Rows:
   bash -c                        the floor: fork/exec bash, run echo
   python -c pass                 interpreter start alone (what any Python CLI pays)
-  launcher --help                interpreter + CLI import
-  launch SPEC --yes              spec -> plan -> ledger -> controller -> local executor -> done
-  launch SPEC --yes (dry run)    spec -> plan only
+  import CLI                     interpreter + `import launcher.cli.main` (typer, command modules)
+  launcher --help                interpreter + CLI import + typer building the help
+  launch SPEC --dry-run          + parse the spec, plan (no ledger, nothing runs)
+  launch SPEC --yes              + ledger, controller, local executor, the job, done
 Each launch uses a fresh LAUNCHER_HOME (first launch creates the ledger) unless --warm.
+Then the breakdown by phase (differences of the medians above) and where the import time of
+one `launch --yes` goes, by package (python -X importtime; it inflates what it measures a
+little, so read it as shares). Bytecode caches are allowed, as for an installed package.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def main() -> None:
     args = ap.parse_args()
     py = sys.executable
     base_env = {**os.environ, "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
+    base_env.pop("PYTHONDONTWRITEBYTECODE", None)
     for v in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "GOOGLE_APPLICATION_CREDENTIALS"):
         base_env.pop(v, None)
     tmp = Path(tempfile.mkdtemp(prefix="bench-launch-"))
@@ -71,10 +76,13 @@ def main() -> None:
     cases = [
         ("bash -c 'echo ready'", lambda: ["bash", "-c", "echo ready"], "ready"),
         ("python -c pass", lambda: [py, "-c", "pass"], None),
+        ("import CLI", lambda: [py, "-c", "import launcher.cli.main"], None),
         ("launcher --help", lambda: [py, "-m", "launcher.cli.main", "--help"], None),
         ("launch --dry-run", lambda: [py, "-m", "launcher.cli.main", "launch", str(spec), "--dry-run"], None),
         ("launch --yes", lambda: [py, "-m", "launcher.cli.main", "launch", str(spec), "--yes"], "ready"),
     ]
+    for _, argv, first in cases:  # write bytecode caches first, as an install would have
+        measure(argv(), env(), first)
     results: dict[str, tuple[list[float], list[float]]] = {}
     for _ in range(args.repeat):  # interleave the cases so machine load hits all alike
         for name, argv, first in cases:
@@ -93,6 +101,41 @@ def main() -> None:
         t = statistics.median(totals)
         f_s = f"{f:13.3f} {f / floor_first:8.1f}" if f is not None else f"{'-':>13} {'-':>8}"
         print(f"{name:<24} {f_s} {t:9.3f} {t / floor_total:8.1f}")
+    med = {name: statistics.median(results[name][1]) for name, _, _ in cases}
+    phases = [
+        ("interpreter start", med["python -c pass"]),
+        ("CLI imports (typer, commands)", med["import CLI"] - med["python -c pass"]),
+        ("spec + plan (--dry-run)", med["launch --dry-run"] - med["import CLI"]),
+        ("ledger + controller + job", med["launch --yes"] - med["launch --dry-run"]),
+    ]
+    print(f"\nlaunch --yes by phase (differences of medians; total {med['launch --yes']:.3f} s, target < 0.5 s)")
+    for name, v in phases:
+        print(f"  {name:<32} {v:7.3f} s  {100 * v / med['launch --yes']:5.1f}%")
+    print("\nimport time of one `launch --yes` by package (python -X importtime)")
+    for name, us in import_breakdown([py, "-X", "importtime", "-m", "launcher.cli.main", "launch", str(spec), "--yes"],
+                                     env()):  # fmt: skip
+        print(f"  {name:<32} {us / 1e6:7.3f} s")
+    print(f"load average {os.getloadavg()[0]:.1f} (wall times on a shared machine grow with its load)")
+
+
+GROUPS = ("sqlalchemy", "alembic", "pydantic", "pydantic_core", "typer", "yaml", "numpy", "pandas", "rich", "launcher.ledger",
+          "launcher.controller", "launcher.planning", "launcher.spec", "launcher", "pricing")  # fmt: skip
+
+
+def import_breakdown(argv: list[str], env: dict[str, str]) -> list[tuple[str, int]]:
+    """Self import time (us) summed per package group, largest first."""
+    import re
+
+    p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+    totals: dict[str, int] = {}
+    for line in p.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+\d+ \| \s*(\S+)", line)
+        if not m:
+            continue
+        mod = m.group(2)
+        group = next((g for g in GROUPS if mod == g or mod.startswith(g + ".")), "other (stdlib, ...)")
+        totals[group] = totals.get(group, 0) + int(m.group(1))
+    return sorted(totals.items(), key=lambda kv: -kv[1])
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Benchmark: ranking offers in process, `launcher offers` end to end, and `sky gpus list`.
 
-    .venv/bin/python bench/bench_offers.py [--rows 220000] [--reps 5] [--no-sky]
+    .venv/bin/python bench/bench_offers.py [--rows 220000] [--reps 11] [--no-sky]
 
 1. Generates a multi-cloud SkyPilot-format catalog of realistic size (>= 200,000 rows) by
    replicating the real slices (../shared/data/catalog, or the built-in snapshot) over extra
    regions with jittered prices, plus CPU-only instance types, as most real rows are.
-2. Times `rank_offers` for one shape (H100:8) in process after the catalog is loaded.
-3. Times `launcher --catalog-dir DIR offers --gpus H100:8` from process start to exit (median).
-4. Times `sky gpus list H100:8` with the same catalog placed in SkyPilot's cache
-   (~/.sky/catalogs/v8/<cloud>/vms.csv under a temporary HOME; usage collection off). The
-   SkyPilot CLI talks to its local API server: its start-up is timed separately.
-Targets: rank < 50 ms, offers end to end < 1.5 s on a 2-core machine.
+2. In process: parsing with pandas (once per change), compiling the offers table, loading it,
+   and ranking on it (H100:8, and everything unfiltered).
+3. End to end, in interleaved rounds (pass, ours on the snapshot, ours on the big catalog, sky,
+   then again): `python -c pass`, `launcher offers --gpus H100:8`, and `sky gpus list H100:8`
+   with the same catalog in SkyPilot's cache (~/.sky/catalogs/v8/<cloud>/vms.csv under a private
+   HOME, its own API server on a free port, usage collection off; the server start is timed
+   once). Ratios are medians of the pair-by-pair ratios within a round.
+Targets: rank < 50 ms; offers end to end < 0.3 s and < 8x `python -c pass`.
 """
 
 from __future__ import annotations
@@ -124,14 +126,6 @@ def median_time(fn, reps: int) -> tuple[float, list[float]]:
     return statistics.median(times), times
 
 
-def child_cpu_s() -> float:
-    """CPU seconds (user + sys) used so far by finished child processes."""
-    import resource
-
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def load_note() -> str:
     try:
         return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
@@ -140,179 +134,196 @@ def load_note() -> str:
 
 
 def bench_rank(catalog_dir: Path, home: Path, reps: int) -> dict[str, float]:
-    os.environ["LAUNCHER_HOME"] = str(home)
-    from pricing.catalog import clear_process_cache, load_catalog
+    """In process: parse (pandas, once), compile, load the compiled table, rank on it."""
+    from pricing.catalog import load_catalog
+    from pricing.compiled import clear_process_cache, load_offer_catalog
     from pricing.gpus import parse_gpus
     from pricing.models import OfferQuery
     from pricing.rank import explain_offers
 
+    cache, risk = home / "cache", home / "risk.yaml"
     t0 = time.perf_counter()
-    cat = load_catalog(catalog_dir, use_parsed_cache=False)
+    load_catalog(catalog_dir, cache_dir=cache, risk_file=risk, use_parsed_cache=False)
     parse_s = time.perf_counter() - t0
-    clear_process_cache()
-    load_catalog(catalog_dir)  # parses again and writes the parsed cache
+    t0 = time.perf_counter()
+    load_offer_catalog(catalog_dir, cache_dir=cache, risk_file=risk)  # parses (cached pickle) and compiles
+    compile_s = time.perf_counter() - t0
     clear_process_cache()
     t0 = time.perf_counter()
-    cat = load_catalog(catalog_dir)
-    cached_s = time.perf_counter() - t0
+    cat = load_offer_catalog(catalog_dir, cache_dir=cache, risk_file=risk)
+    compiled_load_s = time.perf_counter() - t0
     q = OfferQuery(gpus=parse_gpus("H100:8"))
     explain_offers(cat, q, limit=20)  # warm-up
     top, _ = median_time(lambda: explain_offers(cat, q, limit=20), reps * 4)
     every, _ = median_time(lambda: explain_offers(cat, q), reps * 4)
-    cpu = []
-    for _ in range(reps * 4):
-        c0 = time.process_time()
-        explain_offers(cat, q, limit=20)
-        cpu.append(time.process_time() - c0)
-    matched = explain_offers(cat, q, limit=1).matched
+    anything, _ = median_time(lambda: explain_offers(cat, OfferQuery(), limit=20), reps * 4)
     return {
-        "rows": len(cat.offers),
+        "rows": len(cat.table),
         "parse_s": parse_s,
-        "cached_load_s": cached_s,
+        "compile_s": compile_s,
+        "compiled_load_s": compiled_load_s,
         "rank_top20_s": top,
-        "rank_top20_cpu_s": statistics.median(cpu),
         "rank_all_s": every,
-        "matched": matched,
+        "rank_any_s": anything,
+        "matched": explain_offers(cat, q, limit=1).matched,
     }
 
 
-def bench_offers_cli(catalog_dir: Path, home: Path, reps: int) -> dict[str, float]:
-    env = {**os.environ, "LAUNCHER_HOME": str(home)}
-    cmd = [str(BIN / "launcher"), "--catalog-dir", str(catalog_dir), "offers", "--gpus", "H100:8"]
-    subprocess.run(cmd, env=env, capture_output=True, check=True)  # first run fills the parsed cache
-
-    def once():
-        subprocess.run(cmd, env=env, capture_output=True, check=True)
-
-    cpu0 = child_cpu_s()
-    med, times = median_time(once, reps)
-    return {"median_s": med, "min_s": min(times), "max_s": max(times), "cpu_s": (child_cpu_s() - cpu0) / reps}
+def fresh_env(**extra: str) -> dict[str, str]:
+    """The user's environment as an installed package sees it: bytecode caches allowed."""
+    env = {**os.environ, **extra}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
-def bench_sky(catalog_dir: Path, reps: int, timeout_s: float = 300) -> dict[str, float | str]:
-    sky = BIN / "sky"
-    if not sky.exists():
-        return {"error": "sky not installed"}
-    home = Path(tempfile.mkdtemp(prefix="bench-sky-home-"))
-    for cloud in CLOUD_SHARE:
-        dst = home / ".sky" / "catalogs" / "v8" / cloud
-        dst.mkdir(parents=True)
-        shutil.copyfile(catalog_dir / cloud / "vms.csv", dst / "vms.csv")  # no .meta md5: never overwritten
-    # SkyPilot lists every cloud it knows when none is enabled; with no internet here, clouds
-    # without a local catalog would make it try to download theirs. Give them an empty one.
-    import sky.catalog as sky_catalog  # only to find the catalog names; not timed
+class SkyServer:
+    """SkyPilot's CLI with the same catalog in its cache and its own API server on a free port,
+    under a private HOME (usage collection off). Its start-up is timed once."""
 
-    header = (catalog_dir / "aws" / "vms.csv").read_text().splitlines()[0] + "\n"
-    for mod in Path(sky_catalog.__file__).parent.glob("*_catalog.py"):
-        dst = home / ".sky" / "catalogs" / "v8" / mod.name.removesuffix("_catalog.py") / "vms.csv"
-        if not dst.exists():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_text(header)
-    import socket
+    def __init__(self, catalog_dir: Path, timeout_s: float = 300):
+        self.sky = BIN / "sky"
+        self.timeout_s = timeout_s
+        self.home = Path(tempfile.mkdtemp(prefix="bench-sky-home-"))
+        self.error: str | None = None
+        self.api_start_s: float | None = None
+        self.output = ""
+        for cloud in CLOUD_SHARE:
+            dst = self.home / ".sky" / "catalogs" / "v8" / cloud
+            dst.mkdir(parents=True)
+            shutil.copyfile(catalog_dir / cloud / "vms.csv", dst / "vms.csv")  # no .meta md5: never overwritten
+        # Clouds without a local catalog would make SkyPilot try to download theirs: give them an empty one.
+        import sky.catalog as sky_catalog  # only to find the catalog names; not timed
 
-    with socket.socket() as sock:  # our own server on a free port: never touch anyone else's
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
-        "SKYPILOT_API_SERVER_LOCAL_PORT": str(port),
-    }
-    env.pop("SKYPILOT_API_SERVER_ENDPOINT", None)
-    env.pop("LAUNCHER_HOME", None)
-    out: dict[str, float | str] = {}
-    try:
+        header = (catalog_dir / "aws" / "vms.csv").read_text().splitlines()[0] + "\n"
+        for mod in Path(sky_catalog.__file__).parent.glob("*_catalog.py"):
+            dst = self.home / ".sky" / "catalogs" / "v8" / mod.name.removesuffix("_catalog.py") / "vms.csv"
+            if not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_text(header)
+        import socket
+
+        with socket.socket() as sock:  # our own server on a free port: never anyone else's
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.env = fresh_env(
+            HOME=str(self.home), SKYPILOT_DISABLE_USAGE_COLLECTION="1", SKYPILOT_API_SERVER_LOCAL_PORT=str(port)
+        )
+        self.env.pop("SKYPILOT_API_SERVER_ENDPOINT", None)
+        self.env.pop("LAUNCHER_HOME", None)
+        self.cmd = [str(self.sky), "gpus", "list", "H100:8"]
+
+    def start(self) -> bool:
+        if not self.sky.exists():
+            self.error = "sky not installed"
+            return False
         t0 = time.perf_counter()
-        p = subprocess.run([str(sky), "api", "start"], env=env, capture_output=True, text=True, timeout=timeout_s)
-        out["api_start_s"] = time.perf_counter() - t0
+        p = subprocess.run([str(self.sky), "api", "start"], env=self.env, capture_output=True, text=True,
+                           timeout=self.timeout_s)  # fmt: skip
+        self.api_start_s = time.perf_counter() - t0
         if p.returncode != 0:
-            out["error"] = f"sky api start failed: {p.stderr.strip()[-300:]}"
-            return out
-        cmd = [str(sky), "gpus", "list", "H100:8"]
-        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+            self.error = f"sky api start failed: {p.stderr.strip()[-300:]}"
+            return False
+        first = subprocess.run(self.cmd, env=self.env, capture_output=True, text=True, timeout=self.timeout_s)
         if first.returncode != 0:
-            out["error"] = f"sky gpus list failed: {(first.stderr or first.stdout).strip()[-300:]}"
-            return out
-        out["output"] = first.stdout
+            self.error = f"sky gpus list failed: {(first.stderr or first.stdout).strip()[-300:]}"
+            return False
+        self.output = first.stdout
+        return True
 
-        def once():
-            subprocess.run(cmd, env=env, capture_output=True, timeout=timeout_s, check=True)
+    def stop(self) -> None:
+        subprocess.run([str(self.sky), "api", "stop"], env=self.env, capture_output=True, timeout=120)
+        shutil.rmtree(self.home, ignore_errors=True)
 
-        cpu0 = child_cpu_s()
-        med, times = median_time(once, reps)
-        # the CLI's own CPU; the API server does the catalog work in another process
-        out.update(median_s=med, min_s=min(times), max_s=max(times), cpu_s=(child_cpu_s() - cpu0) / reps)
-    except subprocess.TimeoutExpired as e:
-        out["error"] = f"timed out: {e.cmd}"
-    finally:
-        subprocess.run([str(sky), "api", "stop"], env=env, capture_output=True, timeout=120)
-        shutil.rmtree(home, ignore_errors=True)
+
+def timed(cmd: list[str], env: dict[str, str], timeout_s: float = 300) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout_s, check=True)
+    return time.perf_counter() - t0
+
+
+def bench_end_to_end(catalog_dir: Path, home: Path, reps: int, sky: SkyServer | None) -> dict[str, list[float]]:
+    """Interleaved rounds (A B C D, A B C D, ...) so load on the machine hits every case alike."""
+    env = fresh_env(LAUNCHER_HOME=str(home))
+    py = sys.executable
+    cases = {
+        "python -c pass": [py, "-c", "pass"],
+        "offers (snapshot)": [py, "-m", "launcher.cli.main", "offers", "--gpus", "H100:8"],
+        "offers (big catalog)": [py, "-m", "launcher.cli.main", "--catalog-dir", str(catalog_dir), "offers",
+                               "--gpus", "H100:8"],
+    }  # fmt: skip
+    if sky is not None:
+        cases["sky gpus list"] = sky.cmd
+    for name, cmd in cases.items():  # first runs compile the tables and write bytecode caches
+        if name != "sky gpus list":
+            timed(cmd, env)
+    out: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(reps):
+        for name, cmd in cases.items():
+            out[name].append(timed(cmd, sky.env if name == "sky gpus list" else env))
     return out
+
+
+def ratios(a: list[float], b: list[float]) -> float:
+    """Median of the pair-by-pair ratios a[i] / b[i] (pairs from the same round)."""
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=220_000)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--no-sky", action="store_true")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-offers-"))
+    sky = None
     try:
         t0 = time.perf_counter()
         counts = generate(work / "catalog", args.rows)
         print(f"generated {sum(counts.values()):,} catalog rows in {time.perf_counter() - t0:.1f}s: {counts}")
         r = bench_rank(work / "catalog", work / "home-inproc", args.reps)
-        c = bench_offers_cli(work / "catalog", work / "home-cli", args.reps)
-        s = {} if args.no_sky else bench_sky(work / "catalog", args.reps)
+        if not args.no_sky:
+            sky = SkyServer(work / "catalog")
+            if not sky.start():
+                print(f"sky gpus list: {sky.error}")
+        e = bench_end_to_end(work / "catalog", work / "home-cli", args.reps, sky if sky and not sky.error else None)
     finally:
+        if sky is not None:
+            sky.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(
-        title=f"offers benchmark ({os.cpu_count()} CPUs, {sum(counts.values()):,} vms.csv rows, {r['rows']:,} offers)"
-    )
-    for col in ("what", "time", "target", "note"):
+    ms = lambda v: f"{v * 1000:.1f} ms"  # noqa: E731
+    t = Table(title=f"offers benchmark ({os.cpu_count()} CPUs, {sum(counts.values()):,} vms.csv rows, "
+                    f"{r['rows']:,} offers; {args.reps} interleaved rounds)")  # fmt: skip
+    for col in ("what", "median", "target", "note"):
         t.add_column(col)
-    t.add_row("parse catalog (cold, in process)", f"{r['parse_s'] * 1000:.0f} ms", "", "once per change of the files")
-    t.add_row("load parsed catalog (cached)", f"{r['cached_load_s'] * 1000:.0f} ms", "", "")
-    t.add_row(
-        "rank H100:8, top 20 (median)",
-        f"{r['rank_top20_s'] * 1000:.1f} ms",
-        "< 50 ms",
-        f"{r['matched']:,} matching offers; CPU {r['rank_top20_cpu_s'] * 1000:.1f} ms",
-    )
-    t.add_row("rank H100:8, all as ScoredOffer", f"{r['rank_all_s'] * 1000:.1f} ms", "", "")
-    t.add_row(
-        "launcher offers --gpus H100:8 (median)",
-        f"{c['median_s']:.3f} s",
-        "< 1.5 s",
-        f"min {c['min_s']:.3f}, max {c['max_s']:.3f}; CPU {c['cpu_s']:.3f} s per run",
-    )
-    if s.get("median_s"):
-        t.add_row("sky api start (once)", f"{s['api_start_s']:.1f} s", "", "SkyPilot's local API server")
-        t.add_row(
-            "sky gpus list H100:8 (median, server up)",
-            f"{s['median_s']:.3f} s",
-            "",
-            f"min {s['min_s']:.3f}, max {s['max_s']:.3f}; CLI CPU {s['cpu_s']:.3f} s",
-        )
-        t.add_row("ratio sky / launcher", f"{s['median_s'] / c['median_s']:.1f}x", "", "end to end, same catalog")
-        t.add_row(
-            "ratio (sky incl. api start) / launcher",
-            f"{(s['median_s'] + s['api_start_s']) / c['median_s']:.1f}x",
-            "",
-            "first use",
-        )
-    elif s:
-        t.add_row("sky gpus list H100:8", "-", "", str(s.get("error")))
-    Console(width=140).print(t)
-    print(load_note(), "(wall times on a shared machine grow with its load; CPU time does not)")
-    if s.get("output"):
+    t.add_row("parse catalog with pandas (cold)", ms(r["parse_s"]), "", "once per change of the source files")
+    t.add_row("compile the offers table", ms(r["compile_s"]), "", "at refresh, or the first run after a change")
+    t.add_row("load the compiled table (sha256 checked)", ms(r["compiled_load_s"]), "", "every run")
+    t.add_row("rank H100:8, top 20", ms(r["rank_top20_s"]), "< 50 ms", f"{r['matched']:,} matching offers")
+    t.add_row("rank H100:8, all as ScoredOffer", ms(r["rank_all_s"]), "", "")
+    t.add_row("rank everything (no filter), top 20", ms(r["rank_any_s"]), "< 50 ms", f"{r['rows']:,} offers")
+    base = e["python -c pass"]
+    t.add_row("python -c pass", f"{statistics.median(base):.3f} s", "", "interpreter start, the floor")
+    for name in ("offers (snapshot)", "offers (big catalog)"):
+        v = e[name]
+        t.add_row(f"launcher {name} --gpus H100:8", f"{statistics.median(v):.3f} s", "< 0.3 s",
+                  f"min {min(v):.3f}, max {max(v):.3f}")  # fmt: skip
+        t.add_row(f"  ratio to python -c pass", f"{ratios(v, base):.1f}x", "< 8x", "median of pair-by-pair ratios")
+    if "sky gpus list" in e:
+        v = e["sky gpus list"]
+        t.add_row("sky api start (once)", f"{sky.api_start_s:.1f} s", "", "SkyPilot's local API server")
+        t.add_row("sky gpus list H100:8 (server up)", f"{statistics.median(v):.3f} s", "",
+                  f"min {min(v):.3f}, max {max(v):.3f}")  # fmt: skip
+        t.add_row("  ratio sky / launcher (big catalog)", f"{ratios(v, e['offers (big catalog)']):.1f}x", "",
+                  "median of pair-by-pair ratios, same catalog")  # fmt: skip
+    Console(width=150).print(t)
+    print(load_note(), "(wall times on a shared machine grow with its load)")
+    if sky is not None and sky.output:
         print("sky gpus list H100:8 printed:")
-        print("\n".join("  " + line for line in str(s["output"]).splitlines()[:12]))
+        print("\n".join("  " + line for line in sky.output.splitlines()[:12]))
     return 0
 
 

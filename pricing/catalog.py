@@ -15,6 +15,7 @@ import hashlib
 import json
 import pickle
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +27,11 @@ from pricing.gcp_split import join_gcp
 from pricing.gpus import GPU_MEMORY_GIB, gpu_family
 from pricing.risk import RiskModel, load_risk_model
 from pricing.sources import CatalogSource, resolve_sources
+from pricing.table import OfferTable, UnpricedGpu
 from pricing.vms_csv import read_vms_csv
 
 # Bump when the normalized layout changes, so old parsed pickles are ignored.
-PARSE_VERSION = "3"
+PARSE_VERSION = "5"
 
 OFFER_COLUMNS = (
     "cloud", "region", "zone", "instance_type", "accelerator", "accelerator_family",
@@ -43,6 +45,12 @@ class Catalog:
     offers: pd.DataFrame  # OFFER_COLUMNS + hazard_per_hour, interruption_band
     sources: dict[str, CatalogSource]
     risk_source: str = "snapshot"
+    unpriced: tuple[UnpricedGpu, ...] = ()  # GPU rows that form no offer (e.g. no host VM row)
+
+    @cached_property
+    def table(self) -> OfferTable:
+        """The offers as the numpy table that ranking reads."""
+        return OfferTable.from_frame(self.offers, self.unpriced)
 
     @property
     def clouds(self) -> tuple[str, ...]:
@@ -82,9 +90,9 @@ def load_catalog(
     key = (signature, risk_sig, str(cache_dir))
     if key in _PROCESS_CACHE:
         return _PROCESS_CACHE[key]
-    frame = _load_offers(sources, signature, cache_dir if use_parsed_cache else None)
+    frame, unpriced = _load_offers(sources, signature, cache_dir if use_parsed_cache else None)
     risk: RiskModel = load_risk_model(cache_dir=cache_dir, risk_file=risk_file)
-    catalog = Catalog(offers=risk.apply(frame), sources=sources, risk_source=risk.advisor_source)
+    catalog = Catalog(offers=risk.apply(frame), sources=sources, risk_source=risk.advisor_source, unpriced=unpriced)
     _PROCESS_CACHE[key] = catalog
     return catalog
 
@@ -144,7 +152,9 @@ def read_spot_overlay(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"region": str, "zone": str, "zone_id": str, "instance_type": str})
 
 
-def _load_offers(sources: dict[str, CatalogSource], signature: tuple, cache_dir: Path | None) -> pd.DataFrame:
+def _load_offers(
+    sources: dict[str, CatalogSource], signature: tuple, cache_dir: Path | None
+) -> tuple[pd.DataFrame, tuple[UnpricedGpu, ...]]:
     pickle_path = None
     if cache_dir is not None:
         ident = hashlib.sha1(json.dumps([[c, str(s.path)] for c, s in sorted(sources.items())]).encode()).hexdigest()
@@ -152,19 +162,48 @@ def _load_offers(sources: dict[str, CatalogSource], signature: tuple, cache_dir:
         cached = _read_parsed(pickle_path, signature)
         if cached is not None:
             return cached
-    frames = []
+    frames, unpriced = [], []
     for cloud, src in sorted(sources.items()):
         raw = read_vms_csv(src.path, label=f"{cloud} catalog {src.path}")
         overlay = read_spot_overlay(src.spot_overlay) if src.spot_overlay is not None else None
-        frames.append(normalize_cloud(cloud, raw, overlay))
+        offers = normalize_cloud(cloud, raw, overlay)
+        if src.kind == "snapshot":  # GPU offers only; its N1 rows are there as GPU hosts
+            offers = offers[offers["accelerator"].notna()]
+        if cloud == "gcp":
+            unpriced += unpaired_gcp_gpus(raw, offers)
+        frames.append(offers)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(OFFER_COLUMNS))
     df = _compact(df)
+    result = (df, tuple(unpriced))
     if pickle_path is not None:
         try:
-            atomic_write_bytes(pickle_path, pickle.dumps((signature, df), protocol=pickle.HIGHEST_PROTOCOL))
+            atomic_write_bytes(pickle_path, pickle.dumps((signature, result), protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:
             pass  # a read-only home only costs speed
-    return df
+    return result
+
+
+def unpaired_gcp_gpus(raw: pd.DataFrame, offers: pd.DataFrame) -> list[UnpricedGpu]:
+    """GCP accelerator rows (priced, not TPUs) in zones where no offer could be formed for them."""
+    from pricing.gcp_split import GCP_HOSTS, N1_DEFAULT_VCPUS
+
+    acc = raw[raw["instance_type"].isna() & raw["accelerator"].notna() & raw["price"].notna()]
+    acc = acc[~acc["accelerator"].str.startswith("tpu-")]
+    offered = set(zip(offers["accelerator"], offers["accelerator_count"], offers["zone"], strict=True))
+    out = []
+    for (name, count), zones in acc.groupby(["accelerator", "accelerator_count"])["zone"]:
+        missing = {z for z in zones if (name, count, z) not in offered}
+        if not missing:
+            continue
+        if name in GCP_HOSTS:
+            hosts = "/".join(GCP_HOSTS[name].get(int(count), ())) or f"(none for {int(count)} GPUs)"
+            reason = f"no {hosts} host VM row in the same zone"
+        elif name in N1_DEFAULT_VCPUS:
+            reason = "no N1 host VM row (n1-standard/highmem/highcpu) that can carry them in the same zone"
+        else:
+            reason = "no known host VM family for this GPU"
+        out.append(UnpricedGpu("gcp", str(name), int(count), len(missing), reason))
+    return out
 
 
 def _compact(df: pd.DataFrame) -> pd.DataFrame:
@@ -179,13 +218,13 @@ def _compact(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _read_parsed(path: Path, signature: tuple) -> pd.DataFrame | None:
+def _read_parsed(path: Path, signature: tuple) -> tuple[pd.DataFrame, tuple[UnpricedGpu, ...]] | None:
     try:
         with open(path, "rb") as f:
-            sig, df = pickle.load(f)
+            sig, result = pickle.load(f)
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError):
         return None
-    return df if sig == signature else None
+    return result if sig == signature else None
 
 
 def _stat_sig(path: Path | None) -> tuple:

@@ -4,7 +4,9 @@ GCP's catalog lists GPUs as rows with an empty InstanceType whose Price/SpotPric
 `AcceleratorCount` GPUs in that zone. An offer's price is host + accelerators, in the same zone:
 `A100:8` = `a2-highgpu-8g` + the `A100 x8` row; `L4:1` = `g2-standard-{4,8,12,16,32}` + `L4 x1`.
 GPUs that attach to general-purpose N1 hosts (T4, V100, P100, P4, K80) get the cheapest N1 VM
-with SkyPilot's default vCPUs for that count and >= 4 GiB memory per vCPU, when N1 rows exist.
+in the same zone with at least SkyPilot's default vCPUs for that count and 4 GiB of memory per
+default vCPU, and no more than the count can attach to, when N1 rows exist (as SkyPilot's
+gcp_catalog picks hosts: by on-demand price).
 Host rows of GPU-only families (a2/a3/a4/g2/g4) are not offered on their own.
 """
 
@@ -43,6 +45,19 @@ N1_DEFAULT_VCPUS: dict[str, dict[int, int]] = {
     "T4": {1: 4, 2: 8, 4: 48},
     "P100": {1: 8, 2: 16, 4: 32, 8: 64},
     "P4": {1: 8, 2: 16, 4: 32},
+}
+# Largest N1 host (vCPUs, memory GiB) each count can attach to (SkyPilot's
+# _NUM_ACC_TO_MAX_CPU_AND_MEMORY, from GCP's GPU documentation), with its per-zone exceptions.
+N1_MAX_HOST: dict[str, dict[int, tuple[float, float]]] = {
+    "K80": {1: (8, 52), 2: (16, 104), 4: (32, 208), 8: (64, 208)},
+    "V100": {1: (12, 78), 2: (24, 156), 4: (48, 312), 8: (96, 624)},
+    "T4": {1: (48, 312), 2: (48, 312), 4: (96, 624)},
+    "P4": {1: (24, 156), 2: (48, 312), 4: (96, 624)},
+    "P100": {1: (16, 104), 2: (32, 208), 4: (96, 624)},
+}
+N1_MAX_HOST_ZONE: dict[tuple[str, int, str], tuple[float, float]] = {
+    **{("K80", 8, z): (64, 416) for z in ("asia-east1-a", "us-east1-d")},
+    **{("P100", 4, z): (64, 208) for z in ("us-east1-c", "europe-west1-d", "europe-west1-b")},
 }
 N1_FAMILIES = ("n1-standard-", "n1-highmem-", "n1-highcpu-")
 GPU_ONLY_HOST_PREFIXES = ("a2-", "a3-", "a4-", "g2-", "g4-")
@@ -104,15 +119,27 @@ def _join_n1_hosts(accel: pd.DataFrame, vms: pd.DataFrame) -> pd.DataFrame:
         for a, c in zip(acc["accelerator"], acc["accelerator_count"], strict=True)
     ]
     acc = acc[acc["min_vcpus"].notna()]
+    limits = [
+        N1_MAX_HOST_ZONE.get((a, int(c), z)) or N1_MAX_HOST.get(a, {}).get(int(c), (0, 0))
+        for a, c, z in zip(acc["accelerator"], acc["accelerator_count"], acc["zone"], strict=True)
+    ]
+    # A count missing from N1_MAX_HOST (K80:16) cannot be attached at all: (0, 0) admits no host.
+    acc["max_vcpus"] = [v for v, _ in limits]
+    acc["max_memory_gib"] = [m for _, m in limits]
     acc["_row"] = np.arange(len(acc))
-    cand = acc[["_row", *_KEY, "min_vcpus"]].merge(
+    cand = acc[["_row", *_KEY, "min_vcpus", "max_vcpus", "max_memory_gib"]].merge(
         n1[[*_KEY, "instance_type", "vcpus", "memory_gib", "price"]], on=_KEY
     )
-    cand = cand[(cand["vcpus"] >= cand["min_vcpus"]) & (cand["memory_gib"] >= 4 * cand["min_vcpus"])]
+    cand = cand[
+        (cand["vcpus"] >= cand["min_vcpus"])
+        & (cand["memory_gib"] >= 4 * cand["min_vcpus"])
+        & (cand["vcpus"] <= cand["max_vcpus"])
+        & (cand["memory_gib"] <= cand["max_memory_gib"])
+    ]
     if cand.empty:
         return accel.iloc[0:0]
     # Cheapest qualifying N1 host per accelerator row; ties by name for determinism.
     best = cand.sort_values(["_row", "price", "instance_type"]).drop_duplicates("_row")
     acc = acc.merge(best[["_row", "instance_type"]].rename(columns={"instance_type": "host"}), on="_row")
-    acc = acc.drop(columns=["min_vcpus", "_row"])
+    acc = acc.drop(columns=["min_vcpus", "max_vcpus", "max_memory_gib", "_row"])
     return _combine(acc, vms.rename(columns={"instance_type": "host"}))

@@ -22,17 +22,22 @@ a missing or non-positive price, a region the user excluded.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from launcher.errors import BadInputError, NoOfferError, UnknownNameError
-from pricing import frame as fr
-from pricing.catalog import Catalog
 from pricing.gpus import gpu_family
 from pricing.models import Offer, OfferQuery, ScoredOffer
+from pricing.no_offer import explain_no_offer
+from pricing.table import OfferTable
+
+if TYPE_CHECKING:  # either catalog type: pandas-backed (pricing.catalog) or compiled (pricing.compiled)
+    from pricing.catalog import Catalog
+    from pricing.compiled import OfferCatalog
 
 _MAX_EXPONENT = 700.0  # e^700 is near float max; such offers are hopeless anyway
 
@@ -96,7 +101,7 @@ class RankReport:
     dropped: dict[str, int] = field(default_factory=dict)
 
 
-def rank_offers(catalog: Catalog, query: OfferQuery, *, limit: int | None = None) -> list[ScoredOffer]:
+def rank_offers(catalog: Catalog | OfferCatalog, query: OfferQuery, *, limit: int | None = None) -> list[ScoredOffer]:
     """Offers matching `query`, best (lowest expected cost to finish) first.
 
     Raises UnknownNameError for an unknown cloud/region and NoOfferError when nothing matches.
@@ -104,75 +109,69 @@ def rank_offers(catalog: Catalog, query: OfferQuery, *, limit: int | None = None
     return explain_offers(catalog, query, limit=limit).offers
 
 
-def explain_offers(catalog: Catalog, query: OfferQuery, *, limit: int | None = None) -> RankReport:
+def explain_offers(catalog: Catalog | OfferCatalog, query: OfferQuery, *, limit: int | None = None) -> RankReport:
+    table: OfferTable = catalog.table
     _validate(catalog, query)
-    df, dropped = _filter(catalog.offers, query)
-    if df.empty:
-        raise NoOfferError(_no_offer_message(query, dropped), hint=_no_offer_hint(dropped))
-    scored, late = score_frame(df, query, limit=limit)
+    mask, dropped = _filter(table, query)
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        raise _no_offer(table, query, dropped)
+    order, t, cost, late = _score(table, rows, query, limit)
     if late:
         dropped["expected to miss the deadline"] = late
-    if scored.empty:
-        raise NoOfferError(_no_offer_message(query, dropped), hint=_no_offer_hint(dropped))
-    return RankReport(offers=_to_scored(scored), matched=len(df), dropped=dropped)
+    if not len(order):
+        raise _no_offer(table, query, dropped)
+    return RankReport(offers=_to_scored(table, rows, order, t, cost), matched=len(rows), dropped=dropped)
 
 
-def score_frame(df: pd.DataFrame, query: OfferQuery, *, limit: int | None = None) -> tuple[pd.DataFrame, int]:
-    """The best `limit` rows with expected_hours, expected_cost_usd and the parts, best first.
+def _score(table: OfferTable, rows: np.ndarray, query: OfferQuery, limit: int | None):
+    """Score the rows; the order (positions into `rows`) of the best `limit`, best first.
 
-    Scores and sorts on arrays and only materializes the rows returned. Also returns how many
-    offers were left out for missing `query.deadline_hours`.
+    Ties: cost, then price, then on-demand before spot, then names (codes index sorted names,
+    missing first), so the order is stable and platform independent.
     """
     t = expected_time(
-        df["hazard_per_hour"].to_numpy(dtype="float64"),
+        table.floats["hazard_per_hour"][rows],
         query.work_hours,
         checkpoint_hours=None if query.checkpoint_minutes is None else query.checkpoint_minutes / 60.0,
         checkpoint_cost_hours=query.checkpoint_cost_minutes / 60.0,
         restart_hours=query.restart_overhead_minutes / 60.0,
     )
-    price = df["price_usd_per_hour"].to_numpy(dtype="float64")
+    price = table.floats["price_usd_per_hour"][rows]
     cost = price * t.expected_hours
-    # Ties: cost, then price, then on-demand before spot, then names (stable, platform independent).
-    order = np.lexsort(
-        (
-            _sort_key(df["instance_type"]),
-            _sort_key(df["zone"]),
-            _sort_key(df["region"]),
-            _sort_key(df["cloud"]),
-            df["spot"].to_numpy(),
-            price,
-            np.round(cost, 9),
-        )
-    )
+    primary = np.round(cost, 9)
+    pick = np.arange(len(rows))
     late = 0
     if query.deadline_hours is not None:
-        on_time = t.expected_hours[order] <= query.deadline_hours
+        on_time = t.expected_hours <= query.deadline_hours
         late = int((~on_time).sum())
-        order = order[on_time]
+        pick = pick[on_time]
+    if limit is not None and 0 < limit < len(pick):
+        # Only rows whose cost is at most the limit-th smallest can be in the top `limit`
+        # (ties included): sort those instead of every row.
+        threshold = np.partition(primary[pick], limit - 1)[limit - 1]
+        if not np.isnan(threshold):
+            pick = pick[primary[pick] <= threshold]
+    r = rows[pick]
+    order = pick[
+        np.lexsort(
+            (
+                table.codes["instance_type"][r],
+                table.codes["zone"][r],
+                table.codes["region"][r],
+                table.codes["cloud"][r],
+                table.spot[r],
+                price[pick],
+                primary[pick],
+            )
+        )
+    ]
     if limit is not None:
         order = order[:limit]
-    out = df.iloc[order].assign(
-        checkpoint_hours=t.checkpoint_hours[order],
-        expected_hours=t.expected_hours[order],
-        expected_cost_usd=cost[order],
-        part_work_hours=t.work[order],
-        part_checkpoint_hours=t.checkpoints[order],
-        part_lost_work_hours=t.lost_work[order],
-        part_restart_hours=t.restarts[order],
-    )
-    return out, late
+    return order, t, cost, late
 
 
-def _sort_key(s: pd.Series) -> np.ndarray:
-    """Lexical order key; categorical codes when the categories are sorted (fast), missing first."""
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        cats = s.cat.categories
-        if cats.is_monotonic_increasing:
-            return s.cat.codes.to_numpy()
-    return s.astype(object).fillna("").astype(str).to_numpy()
-
-
-def _validate(catalog: Catalog, query: OfferQuery) -> None:
+def _validate(catalog, query: OfferQuery) -> None:
     if query.work_hours <= 0:
         raise BadInputError("work hours must be positive")
     if query.checkpoint_minutes is not None and query.checkpoint_minutes <= 0:
@@ -199,50 +198,63 @@ def _validate(catalog: Catalog, query: OfferQuery) -> None:
             raise UnknownNameError("region", r, known_regions, extra=where)
 
 
-def _filter(offers: pd.DataFrame, q: OfferQuery) -> tuple[pd.DataFrame, dict[str, int]]:
-    dropped: dict[str, int] = {}
-    mask = np.ones(len(offers), dtype=bool)
-    if q.gpus is not None:
-        gmask = np.zeros(len(offers), dtype=bool)
-        count = offers["accelerator_count"].to_numpy()
-        for g in q.gpus:
-            # A family name matches its variants; a variant name matches itself only.
-            col = "accelerator_family" if gpu_family(g.name) == g.name else "accelerator"
-            gmask |= fr.eq(offers[col], g.name) & (count == g.count)
-        mask &= gmask
+def gpu_mask(table: OfferTable, q: OfferQuery) -> np.ndarray:
+    """Rows of any requested GPU shape (all rows when the query names none)."""
+    if q.gpus is None:
+        return np.ones(len(table), dtype=bool)
+    gmask = np.zeros(len(table), dtype=bool)
+    count = table.accelerator_count
+    for g in q.gpus:
+        # A family name matches its variants; a variant name matches itself only.
+        col = "accelerator_family" if gpu_family(g.name) == g.name else "accelerator"
+        gmask |= table.eq(col, g.name) & (count == g.count)
+    return gmask
+
+
+def filter_steps(table: OfferTable, q: OfferQuery) -> list[tuple[str, np.ndarray]]:
+    """The user's filters in order, each as (what it asks for, rows it keeps)."""
+    steps: list[tuple[str, np.ndarray]] = []
     if q.spot is not None:
-        mask &= offers["spot"].to_numpy() == q.spot
+        steps.append(("spot" if q.spot else "on-demand", table.spot == q.spot))
     if q.clouds:
-        mask &= fr.isin(offers["cloud"], q.clouds)
+        steps.append((f"--cloud {','.join(q.clouds)}", table.isin("cloud", q.clouds)))
     if q.regions:
-        mask &= fr.isin(offers["region"], q.regions)
+        steps.append((f"--region {','.join(q.regions)}", table.isin("region", q.regions)))
     if q.zones:
-        mask &= fr.isin(offers["zone"], q.zones)
+        steps.append((f"zone {','.join(q.zones)}", table.isin("zone", q.zones)))
     if q.instance_types:
-        mask &= fr.isin(offers["instance_type"], q.instance_types)
-    for col, minimum in (
-        ("gpu_memory_gib", q.min_gpu_memory_gib),
-        ("vcpus", q.min_vcpus),
-        ("memory_gib", q.min_memory_gib),
+        steps.append((f"instance type {','.join(q.instance_types)}", table.isin("instance_type", q.instance_types)))
+    for col, label, minimum in (
+        ("gpu_memory_gib", "GPU memory >= {:g} GiB", q.min_gpu_memory_gib),
+        ("vcpus", "vCPUs >= {:g}", q.min_vcpus),
+        ("memory_gib", "memory >= {:g} GiB", q.min_memory_gib),
     ):
         if minimum is not None:
-            mask &= np.nan_to_num(offers[col].to_numpy(dtype="float64"), nan=-1.0) >= minimum
+            steps.append((label.format(minimum), np.nan_to_num(table.floats[col], nan=-1.0) >= minimum))
+    return steps
+
+
+def _filter(table: OfferTable, q: OfferQuery) -> tuple[np.ndarray, dict[str, int]]:
+    dropped: dict[str, int] = {}
+    mask = gpu_mask(table, q)
+    for _, keep in filter_steps(table, q):
+        mask &= keep
     if q.exclude_regions:
-        excl = mask & fr.isin(offers["region"], q.exclude_regions)
+        excl = mask & table.isin("region", q.exclude_regions)
         _count(dropped, "in an excluded region", excl)
         mask &= ~excl
-    price = offers["price_usd_per_hour"].to_numpy(dtype="float64")
+    price = table.floats["price_usd_per_hour"]
     bad_price = mask & ~(price > 0)  # NaN or <= 0
     _count(dropped, "no usable price", bad_price)
-    od = offers["on_demand_price_usd_per_hour"].to_numpy(dtype="float64")
-    spot_not_cheaper = mask & offers["spot"].to_numpy() & (price >= od)  # NaN on-demand compares False: kept
+    od = table.floats["on_demand_price_usd_per_hour"]
+    spot_not_cheaper = mask & table.spot & (price >= od)  # NaN on-demand compares False: kept
     _count(dropped, "spot price not below on-demand (take the on-demand offer)", spot_not_cheaper)
     mask &= ~(bad_price | spot_not_cheaper)
     if q.max_price_usd_per_hour is not None:
         over = mask & (price > q.max_price_usd_per_hour)
         _count(dropped, f"above max price ${q.max_price_usd_per_hour:g}/h", over)
         mask &= ~over
-    return offers[mask], dropped
+    return mask, dropped
 
 
 def _count(dropped: dict[str, int], reason: str, mask: np.ndarray) -> None:
@@ -251,97 +263,71 @@ def _count(dropped: dict[str, int], reason: str, mask: np.ndarray) -> None:
         dropped[reason] = dropped.get(reason, 0) + n
 
 
-def _describe(q: OfferQuery) -> str:
-    bits = []
-    if q.gpus:
-        bits.append("|".join(f"{g.name}:{g.count}" for g in q.gpus))
-    if q.spot is not None:
-        bits.append("spot" if q.spot else "on-demand")
-    if q.clouds:
-        bits.append("cloud " + ",".join(q.clouds))
-    if q.regions:
-        bits.append("region " + ",".join(q.regions))
-    for label, v in (
-        ("GPU memory >=", q.min_gpu_memory_gib),
-        ("vCPUs >=", q.min_vcpus),
-        ("memory >=", q.min_memory_gib),
-    ):
-        if v is not None:
-            bits.append(f"{label} {v:g}")
-    return ", ".join(bits) or "any"
+def _no_offer(table: OfferTable, q: OfferQuery, dropped: dict[str, int]) -> NoOfferError:
+    message, hint = explain_no_offer(table, q, dropped, gpu_mask(table, q), filter_steps(table, q))
+    return NoOfferError(message, hint=hint)
 
 
-def _no_offer_message(q: OfferQuery, dropped: dict[str, int]) -> str:
-    msg = f"no offer matches ({_describe(q)})"
-    if dropped:
-        msg += "; left out: " + ", ".join(f"{n} {why}" for why, n in dropped.items())
-    return msg
-
-
-def _no_offer_hint(dropped: dict[str, int]) -> str:
-    return "relax a filter (try --any, another --cloud/--region, or another GPU count)"
-
-
-def _to_scored(df: pd.DataFrame) -> list[ScoredOffer]:
-    cols = {c: _column_values(df[c]) for c in df.columns}
+def _to_scored(table: OfferTable, rows: np.ndarray, order: np.ndarray, t: ExpectedTime, cost: np.ndarray):
+    picked = rows[order]
+    text = {c: table.text(c, picked) for c in ("cloud", "region", "zone", "instance_type", "accelerator")}
+    band = table.text("interruption_band", picked)
+    f = {c: table.floats[c][picked].tolist() for c in table.floats}
+    counts = table.accelerator_count[picked].tolist()
+    spot = table.spot[picked].tolist()
+    ckpt = t.checkpoint_hours[order].tolist()
+    hours = t.expected_hours[order].tolist()
+    parts = {
+        "work_hours": t.work[order].tolist(),
+        "checkpoint_hours": t.checkpoints[order].tolist(),
+        "lost_work_hours": t.lost_work[order].tolist(),
+        "restart_hours": t.restarts[order].tolist(),
+    }
+    costs = cost[order].tolist()
     out = []
-    for i in range(len(df)):
-        zone = cols["zone"][i]
-        acc = cols["accelerator"][i]
+    for i in range(len(picked)):
         offer = Offer(
-            cloud=str(cols["cloud"][i]),
-            region=str(cols["region"][i]),
-            zone=None if _isna(zone) else str(zone),
-            instance_type=str(cols["instance_type"][i]),
-            accelerator=None if _isna(acc) else str(acc),
-            accelerator_count=int(cols["accelerator_count"][i]),
-            vcpus=_num(cols["vcpus"][i]),
-            memory_gib=_num(cols["memory_gib"][i]),
-            gpu_memory_gib=_num(cols["gpu_memory_gib"][i]),
-            spot=bool(cols["spot"][i]),
-            price_usd_per_hour=float(cols["price_usd_per_hour"][i]),
-            on_demand_price_usd_per_hour=_num(cols["on_demand_price_usd_per_hour"][i]),
+            cloud=text["cloud"][i] or "",
+            region=text["region"][i] or "",
+            zone=text["zone"][i],
+            instance_type=text["instance_type"][i] or "",
+            accelerator=text["accelerator"][i],
+            accelerator_count=int(counts[i]),
+            vcpus=_num(f["vcpus"][i]),
+            memory_gib=_num(f["memory_gib"][i]),
+            gpu_memory_gib=_num(f["gpu_memory_gib"][i]),
+            spot=bool(spot[i]),
+            price_usd_per_hour=float(f["price_usd_per_hour"][i]),
+            on_demand_price_usd_per_hour=_num(f["on_demand_price_usd_per_hour"][i]),
         )
-        ckpt_h = float(cols["checkpoint_hours"][i])
+        ckpt_h = ckpt[i]
         out.append(
             ScoredOffer(
                 offer=offer,
                 rank=i + 1,
-                hazard_per_hour=float(cols["hazard_per_hour"][i]),
-                interruption_band=str(cols["interruption_band"][i]),
-                checkpoint_minutes=None if not np.isfinite(ckpt_h) else ckpt_h * 60.0,
-                expected_hours=float(cols["expected_hours"][i]),
-                expected_cost_usd=float(cols["expected_cost_usd"][i]),
-                parts={
-                    "work_hours": float(cols["part_work_hours"][i]),
-                    "checkpoint_hours": float(cols["part_checkpoint_hours"][i]),
-                    "lost_work_hours": float(cols["part_lost_work_hours"][i]),
-                    "restart_hours": float(cols["part_restart_hours"][i]),
-                },
+                hazard_per_hour=float(f["hazard_per_hour"][i]),
+                interruption_band=str(band[i]),
+                checkpoint_minutes=None if not math.isfinite(ckpt_h) else ckpt_h * 60.0,
+                expected_hours=float(hours[i]),
+                expected_cost_usd=float(costs[i]),
+                parts={k: float(v[i]) for k, v in parts.items()},
             )
         )
     return out
 
 
-def _column_values(s: pd.Series) -> list:
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        codes = s.cat.codes.to_numpy()
-        used = np.unique(codes[codes >= 0])
-        names = dict(zip(used.tolist(), s.cat.categories.take(used).tolist(), strict=True))
-        return [names.get(c) for c in codes.tolist()]
-    return s.tolist()
+def _num(v: float) -> float | None:
+    return None if v != v else float(v)
 
 
-def _isna(v) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+def offers_as_records(
+    scored: Sequence[ScoredOffer],
+    enabled: dict[str, bool] | None = None,
+    as_of: dict[str, str | None] | None = None,
+) -> list[dict]:
+    """JSON-ready dicts (used by `launcher offers --json`); `as_of`: when each cloud's prices were read."""
+    from pricing.explain_words import interruption_source
 
-
-def _num(v) -> float | None:
-    return None if _isna(v) else float(v)
-
-
-def offers_as_records(scored: Sequence[ScoredOffer], enabled: dict[str, bool] | None = None) -> list[dict]:
-    """JSON-ready dicts (used by `launcher offers --json`)."""
     out = []
     for s in scored:
         o = s.offer
@@ -361,11 +347,14 @@ def offers_as_records(scored: Sequence[ScoredOffer], enabled: dict[str, bool] | 
             "on_demand_price_usd_per_hour": o.on_demand_price_usd_per_hour,
             "hazard_per_hour": s.hazard_per_hour,
             "interruption_band": s.interruption_band,
+            "interruption_source": interruption_source(s.interruption_band),
             "checkpoint_minutes": s.checkpoint_minutes,
             "expected_hours": s.expected_hours,
             "expected_cost_usd": s.expected_cost_usd,
             "parts": s.parts,
         }
+        if as_of is not None:
+            rec["price_as_of"] = as_of.get(o.cloud)
         if enabled is not None:
             rec["enabled"] = bool(enabled.get(o.cloud, False))
         out.append(rec)

@@ -2,11 +2,14 @@
 """Build the built-in price snapshot (pricing/snapshot/) from a SkyPilot-format catalog.
 
     python scripts/build_snapshot.py --catalog-dir DIR            # DIR/<cloud>/vms.csv
-    python scripts/build_snapshot.py --file aws=aws_vms_slice.csv --file gcp=gcp_vms_slice.csv ...
+    python scripts/build_snapshot.py --file aws=aws_vms_slice.csv --file gcp=gcp_vms_slice.csv \
+        --file gcp=gcp_n1_hosts_slice.csv ...     # files of one cloud are appended, in order
         [--spot-advisor spot-advisor-data.json] [--as-of 2026-11-30] [--origin TEXT] [--out DIR]
 
-Keeps GPU rows only (rows naming an accelerator, plus GCP host VMs of GPU-only families that
-the accelerator rows price against), copied unchanged apart from LF line endings. Writes
+Keeps GPU rows only (rows naming an accelerator, plus the GCP host VMs that accelerator rows
+price against: GPU-only families such as a2/a3/g2, and the general-purpose N1 VMs that T4, V100,
+P100, P4 and K80 attach to), copied unchanged apart from LF line endings; the loader offers the
+N1 rows of the snapshot only as GPU hosts. Writes
 `<cloud>_vms.csv` per cloud and `snapshot.json` (as-of date, origin, rows and sha256 per file).
 With --spot-advisor it also writes `aws_spot_advisor.csv` (region, instance_type, band) for GPU
 instance types, derived from the AWS Spot Instance Advisor feed, and its `aws_spot_advisor.json`.
@@ -26,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pricing.gcp_split import GPU_ONLY_HOST_PREFIXES  # noqa: E402
+from pricing.gcp_split import GPU_ONLY_HOST_PREFIXES, N1_FAMILIES  # noqa: E402
 from pricing.risk import derive_advisor_table  # noqa: E402
 from pricing.sources import SUPPORTED_CLOUDS  # noqa: E402
 
@@ -41,9 +44,22 @@ def gpu_rows(cloud: str, text: str) -> tuple[list[str], list[list[str]]]:
         if not row:
             continue
         acc, itype = row[acc_i].strip(), row[type_i].strip()
-        if acc or (cloud == "gcp" and itype.startswith(GPU_ONLY_HOST_PREFIXES)):
+        if acc or (cloud == "gcp" and itype.startswith(GPU_ONLY_HOST_PREFIXES + N1_FAMILIES)):
             keep.append(row)
     return header, keep
+
+
+def cloud_rows(cloud: str, paths: list[Path]) -> tuple[list[str], list[list[str]]]:
+    """GPU rows of one cloud's files, appended in order; later files' columns are matched by name."""
+    header, rows = gpu_rows(cloud, paths[0].read_text(encoding="utf-8"))
+    for path in paths[1:]:
+        more_header, more = gpu_rows(cloud, path.read_text(encoding="utf-8"))
+        names = [h.strip() for h in more_header]
+        if sorted(names) != sorted(h.strip() for h in header):
+            raise SystemExit(f"{path}: columns {names} differ from {paths[0]}'s")
+        order = [names.index(h.strip()) for h in header]
+        rows += [[r[i] for i in order] for r in more]
+    return header, rows
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> bytes:
@@ -66,17 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "pricing" / "snapshot")
     args = ap.parse_args(argv)
 
-    files: dict[str, Path] = {}
+    files: dict[str, list[Path]] = {}
     if args.catalog_dir:
         for cloud in SUPPORTED_CLOUDS:
             p = args.catalog_dir / cloud / "vms.csv"
             if p.is_file():
-                files[cloud] = p
+                files[cloud] = [p]
     for item in args.file:
         cloud, _, path = item.partition("=")
         if not path:
             ap.error(f"--file wants CLOUD=PATH, got {item!r}")
-        files[cloud.strip().lower()] = Path(path)
+        files.setdefault(cloud.strip().lower(), []).append(Path(path))
     if not files and not args.spot_advisor:
         ap.error("nothing to do: give --catalog-dir, --file or --spot-advisor")
 
@@ -88,14 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"as_of": as_of, "origin": args.origin, "built_by": "scripts/build_snapshot.py", "clouds": {}}
         for old in args.out.glob("*_vms.csv"):
             old.unlink()
-        for cloud, path in sorted(files.items()):
-            header, rows = gpu_rows(cloud, path.read_text(encoding="utf-8"))
+        for cloud, paths in sorted(files.items()):
+            header, rows = cloud_rows(cloud, paths)
             data = write_csv(args.out / f"{cloud}_vms.csv", header, rows)
             meta["clouds"][cloud] = {
                 "file": f"{cloud}_vms.csv",
                 "rows": len(rows),
                 "sha256": hashlib.sha256(data).hexdigest(),
-                "source_file": path.name,
+                "source_file": " + ".join(p.name for p in paths),
             }
             print(f"{cloud}: {len(rows)} GPU rows")
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")

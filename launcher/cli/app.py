@@ -32,8 +32,19 @@ class Globals:
 GLOBALS = Globals()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from launcher import __version__
+
+        typer.echo(f"launcher {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
     catalog_dir: Path | None = typer.Option(
         None,

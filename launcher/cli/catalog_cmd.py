@@ -74,10 +74,11 @@ def refresh(
 
         results.append(refresh_spot_overlay(regions=_split(regions), timeout_s=timeout_s))
     if any(r.ok for r in results):
-        # Parse once now so the next `launcher offers` reads the parsed cache (fast path).
-        from pricing.catalog import load_catalog
+        # Compile now so the next `launcher offers` reads the compiled table (numpy only).
+        from launcher import paths
+        from pricing.compiled import load_offer_catalog
 
-        load_catalog()
+        load_offer_catalog(None, cache_dir=paths.catalog_cache_dir(), risk_file=paths.home() / "risk.yaml")
     _render(results, as_json)
     failed = [r for r in results if not r.ok]
     if failed:

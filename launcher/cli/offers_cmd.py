@@ -1,6 +1,7 @@
 """Command: `launcher offers` (ranked GPU offers across every cloud in the catalog).
 
-Kept light at import: pandas and the pricing module load inside the command.
+Kept light at import: the pricing module loads inside the command; ranking reads the compiled
+catalog (numpy only), so neither pandas nor pyarrow is imported here.
 """
 
 from __future__ import annotations
@@ -57,13 +58,18 @@ def offers(
     if limit is not None and limit < 0:
         raise BadInputError("--limit must be >= 0")
 
+    _import_numpy_with_one_blas_thread()
+    from launcher import paths
     from launcher.providers.detect import enabled_clouds
-    from pricing.catalog import load_catalog
+    from pricing.compiled import load_offer_catalog
     from pricing.gpus import parse_gpus
     from pricing.models import OfferQuery
     from pricing.rank import explain_offers, offers_as_records
 
-    catalog = load_catalog(GLOBALS.catalog_dir)
+    # The compiled catalog: numpy only (pandas parses it once, when the sources change).
+    catalog = load_offer_catalog(
+        GLOBALS.catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.home() / "risk.yaml"
+    )
     clouds = _split(cloud)
     if clouds:
         clouds = tuple(c.lower() for c in clouds)
@@ -84,7 +90,7 @@ def offers(
     )
     report = explain_offers(catalog, query, limit=limit or None)
     enabled = {name: st.enabled for name, st in enabled_clouds().items()}
-    records = offers_as_records(report.offers, enabled)
+    records = offers_as_records(report.offers, enabled, {c: s.as_of for c, s in catalog.sources.items()})
     if as_json:
         from launcher.cli.render import print_json
 
@@ -93,8 +99,29 @@ def offers(
     _print_table(records, report, catalog)
 
 
+def _import_numpy_with_one_blas_thread() -> None:
+    """Ranking never calls BLAS. OpenBLAS starts a pool of busy-waiting threads per core when
+    numpy loads, which costs this short process about as much as the rest of numpy's import;
+    ask for one thread while it loads, then put the environment back (children are unaffected)."""
+    import os
+    import sys
+
+    if "numpy" in sys.modules:
+        return
+    saved = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        if saved is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = saved
+
+
 def _print_table(records: list[dict], report, catalog) -> None:
-    from launcher.cli.render import info, print_table
+    from launcher.cli.render import info, print_text_table
+    from pricing.explain_words import interruption_words, stale_note
 
     rows = []
     for r in records:
@@ -109,17 +136,21 @@ def _print_table(records: list[dict], report, catalog) -> None:
                 gpus,
                 "spot" if r["spot"] else "on-demand",
                 f"{r['price_usd_per_hour']:.4f}",
-                r["interruption_band"],
+                interruption_words(r["cloud"], r["interruption_band"], r["hazard_per_hour"]),
                 f"{r['expected_cost_usd']:.2f}",
                 f"{r['expected_hours']:.3f}",
             )
         )
-    print_table(
-        None,
-        ["#", "cloud", "region", "zone", "instance type", "GPUs", "market", "$/h", "interrupt", "exp. $", "exp. h"],
+    print_text_table(
+        ["#", "cloud", "region", "zone", "instance type", "GPUs", "market", "$/h", "interruption risk (source)",
+         "exp. $", "exp. h"],
         rows,
-    )
+    )  # fmt: skip
     sources = ", ".join(f"{c}: {s.kind}" + (f" {s.as_of[:10]}" if s.as_of else "") for c, s in catalog.sources.items())
     info(f"{len(records)} of {report.matched} matching offers shown; * = credentials found. Catalog: {sources}")
     for why, n in report.dropped.items():
         info(f"left out {n}: {why}")
+    shown = {r["cloud"] for r in records}
+    note = stale_note({c: s.as_of for c, s in catalog.sources.items() if c in shown})
+    if note:
+        info(note)

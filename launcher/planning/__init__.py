@@ -94,11 +94,14 @@ def make_plan(
     catalog = {}
 
     def rank_cloud(query):
-        from pricing.catalog import load_catalog
+        from launcher import paths
+        from pricing.compiled import load_offer_catalog
         from pricing.rank import rank_offers
 
-        if "c" not in catalog:
-            catalog["c"] = load_catalog(catalog_dir)
+        if "c" not in catalog:  # the compiled table: numpy only, no pandas on the launch path
+            catalog["c"] = load_offer_catalog(
+                catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.home() / "risk.yaml"
+            )
         known = set(catalog["c"].clouds)
         clouds = tuple(c for c in (query.clouds or ()) if c in known)
         if not clouds:

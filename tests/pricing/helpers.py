@@ -119,3 +119,33 @@ def small_data(dest: Path) -> Path:
     feed = {"ranges": [], "spot_advisor": {"us-east-1": {"Linux": {"p5.48xlarge": {"r": 2, "s": 60}}}}}
     (dest / "spot-advisor-data.json").write_text(__import__("json").dumps(feed))
     return dest
+
+
+def snapshot_hourly_price(cloud: str, region: str, instance_type: str, *, spot: bool) -> float | None:
+    """$/h of an instance type in the cheapest zone of a region, from the shipped snapshot's raw
+    rows (csv module only). GCP GPU hosts add the accelerator row of the same zone (the host's
+    GPUs: a2-highgpu-Ng = A100 xN, g2-standard-{4..32} = L4 x1, and so on, as written here)."""
+    snap = Path(__file__).resolve().parents[2] / "pricing" / "snapshot" / f"{cloud}_vms.csv"
+    rows = raw_rows(snap)
+    col = "SpotPrice" if spot else "Price"
+    prices = []
+    if cloud == "gcp":
+        gpus = {"g2-standard-4": ("L4", 1), "g2-standard-8": ("L4", 1), "a2-highgpu-8g": ("A100", 8)}
+        acc_name, acc_count = gpus.get(instance_type, (None, 0))
+        acc = {
+            r["AvailabilityZone"]: fnum(r[col])
+            for r in rows
+            if not r["InstanceType"] and r["AcceleratorName"] == acc_name and fnum(r["AcceleratorCount"]) == acc_count
+        }
+        for r in rows:
+            if r["InstanceType"] == instance_type and r["Region"] == region and fnum(r[col]) is not None:
+                extra = acc.get(r["AvailabilityZone"]) if acc_name else 0.0
+                if extra is not None:
+                    prices.append(fnum(r[col]) + extra)
+    else:
+        prices = [
+            fnum(r[col])
+            for r in rows
+            if r["InstanceType"] == instance_type and r["Region"] == region and fnum(r[col]) is not None
+        ]
+    return min(prices) if prices else None

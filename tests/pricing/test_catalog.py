@@ -72,6 +72,7 @@ def test_snapshot_is_what_the_script_builds(shared_data, tmp_path):
     d = shared_data / "catalog"
     out = tmp_path / "snap"
     args = [f"--file={c}={d}/{c}_vms_slice.csv" for c in ("aws", "gcp", "lambda", "runpod")]
+    args.append(f"--file=gcp={d}/gcp_n1_hosts_slice.csv")  # GCP's N1 hosts, appended to its slice
     p = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "build_snapshot.py"), *args, "--as-of", "2026-11-30",
          "--spot-advisor", str(shared_data / "spot-advisor-data.json"), "--out", str(out)],
@@ -89,6 +90,10 @@ def test_snapshot_is_what_the_script_builds(shared_data, tmp_path):
     rows = raw_rows(shipped / "lambda_vms.csv")
     assert rows and all(r["AcceleratorName"] for r in rows)
     assert len(rows) == sum(1 for r in raw_rows(d / "lambda_vms_slice.csv") if r["AcceleratorName"])
+    # GCP: every row of its slice (all GPU rows or GPU hosts) followed by every N1 host row
+    gcp = raw_rows(shipped / "gcp_vms.csv")
+    assert gcp == raw_rows(d / "gcp_vms_slice.csv") + raw_rows(d / "gcp_n1_hosts_slice.csv")
+    assert meta["clouds"]["gcp"]["rows"] == len(gcp) == 1271 + 871
 
 
 def test_snapshot_loads_offline(tmp_path):

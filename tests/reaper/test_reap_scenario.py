@@ -85,7 +85,11 @@ def test_nightly_scenario(cloud):
         acts = [r for r in led.reap_audit() if r.decision == "act"]
         assert {r.instance_id for r in acts} == {idle, orphan}
         if cloud.provider.name in ("aws", "gcp"):  # priced from the catalog snapshot
+            from tests.pricing.helpers import snapshot_hourly_price
+
+            seeded_type = {"aws": "g5.xlarge", "gcp": "g2-standard-4"}[cloud.provider.name]  # the harness default
             for r in acts:
-                assert r.hourly_price_usd and r.hourly_price_usd > 0
+                want = snapshot_hourly_price(cloud.provider.name, r.region, seeded_type, spot=True)
+                assert want is not None and r.hourly_price_usd == pytest.approx(want, abs=1e-9)
                 # a day avoided, or less when expires-at comes sooner (the orphan's is past)
                 assert r.estimated_saving_usd == pytest.approx(r.hourly_price_usd * 24, rel=1e-3)
