@@ -102,7 +102,9 @@ def test_multi_zone_prefers_the_zone_whose_capacity_has_been_up_longest():
     c = case("000111111", "100000000", "000000000", work=5, deadline=12, overhead=1)
     _, pol = run("multi-zone", c)
     zones = [d.zone for _, d in pol.log]
-    assert zones[:3] == [0, 0, 0] and zones[3] == 2  # z2 up since t0, z1 only since t1
+    # z2 up since t0, z1 only since t1. (It may first wait a tick for z0: its outages are
+    # expected to be short and the slack covers the wait.)
+    assert zones[:3] == [0, 0, 0] and next(z for z in zones if z != 0) == 2
 
 
 def test_continuous_mode_for_the_controller_uses_hours_and_the_poll_step():
