@@ -290,6 +290,11 @@ class Controller:
                 continue
             if end.reason == EndReason.PROVISION_FAILED:
                 self._transition(RunState.RECOVERING, reason="provision failed", data={"error": end.detail})
+                if self._placement is not None:  # the policy would ask for the same offer at once
+                    if waited_s + self.d.capacity_retry_s > self.d.max_wait_s:
+                        self._fail(EndReason.PROVISION_FAILED, "no capacity for the placement policy's choices; giving up")
+                        return
+                    waited_s += self._sleep_watchful(self.d.capacity_retry_s)
                 continue
             if end.reason == EndReason.MOVED:
                 self._transition(RunState.RECOVERING, reason=EndReason.MOVED)
@@ -627,6 +632,8 @@ class Controller:
             return None
 
         def capacity(offer):
+            if offer.cloud in self._unusable_clouds:
+                return False
             return self.d.provider_for(offer.cloud).spot_available(offer, datetime.now(UTC))
 
         return PlacementDriver(

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
+from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
+from launcher.policies.registry import get_placement_policy
 from pricing.models import Offer, ScoredOffer
 
 PLACEMENT_EVENT = "placement"
@@ -158,16 +159,12 @@ class PlacementDriver:
             return None
         self._last = key
         offer = self.offer_for(d)
-        data = {
-            "decision": d.choice.value,
-            "reason": d.reason,
-            "elapsed_hours": round(state.elapsed_hours, 6),
-            "work_done_hours": round(state.work_done_hours, 6),
-            "held": state.current.value,
-        }
-        if state.deadline_hours is not None:
+        data: dict = {"decision": d.choice.value}
+        if state.deadline_hours is not None:  # first: `runs show` shortens long event lines
             left = state.deadline_hours - state.elapsed_hours
-            data["slack_hours"] = round(left - max(0.0, state.work_total_hours - state.work_done_hours), 6)
+            data["slack_hours"] = round(left - max(0.0, state.work_total_hours - state.work_done_hours), 4)
+        data.update(reason=d.reason, held=state.current.value, elapsed_hours=round(state.elapsed_hours, 6),
+                    work_done_hours=round(state.work_done_hours, 6))  # fmt: skip
         if offer is not None:
             o = offer.offer
             data["offer"] = {"cloud": o.cloud, "region": o.region, "zone": o.zone, "spot": o.spot,
@@ -175,3 +172,13 @@ class PlacementDriver:
         if d.choice is Choice.SPOT:
             data["zone_index"] = d.zone
         return data
+
+
+def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, has_deadline: bool) -> PlacementPolicy | None:
+    """The placement policy a run's controller consults at every tick-equivalent: with a deadline
+    and the `deadline-aware` recovery policy (the default then), `multi-zone` when the plan offers
+    spot in several places, else `deadline-aware`. Other recovery policies keep their own rule."""
+    if not has_deadline or recovery.name != "deadline-aware":
+        return None
+    spots = {_key(s.offer) for s in ranked if s.offer.spot}
+    return get_placement_policy("multi-zone" if len(spots) > 1 else "deadline-aware")

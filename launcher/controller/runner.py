@@ -220,13 +220,18 @@ def run_controller(
 
         t = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
         retry_s = max(0.05, min(5.0, t.gap_seconds / t.speedup))
+    from launcher.controller.placement import placement_for
+
+    policy = recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None)
     deps = ControllerDeps(
         ledger=ledger,
         provider_for=make_provider_for(run_id, opts, ledger, job.plan.work_hours),
         executor_for=lambda cloud: executor_for(cloud),
-        policy=recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None),
+        policy=policy,
         notify=notify,
         capacity_retry_s=retry_s,
+        placement_policy=placement_for(policy, job.plan.ranked, has_deadline=job.spec.launcher.deadline is not None),
+        placement_tick_s=max(retry_s, 1.0) if opts.simulate_trace else 60.0,
     )
     controller = Controller(job, deps, mode=mode)
     previous: dict[int, object] = {}

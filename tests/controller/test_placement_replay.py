@@ -12,6 +12,7 @@ overhead, keeping its progress across attempts (a checkpoint at each notice), as
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -229,7 +230,7 @@ def check(policy, traces, tmp_path, **job):
     return led, run_id
 
 
-def test_hand_made_trace_waits_goes_on_demand_and_moves_back_to_spot(tmp_path):
+def test_hand_made_trace_waits_goes_on_demand_and_moves_back_to_spot(tmp_path, capsys):
     # 12 ticks without spot, then spot for good: wait, on-demand at the reserve, back to spot.
     traces = (trace("1" * 12 + "0" * 40, "z0"),)
     led, run_id = check("deadline-aware", traces, tmp_path, work_ticks=12, deadline_ticks=24, overhead_ticks=1)
@@ -240,6 +241,17 @@ def test_hand_made_trace_waits_goes_on_demand_and_moves_back_to_spot(tmp_path):
     assert any(e["decision"] == "on-demand" for e in events)
     moved = [e for e in events if e["decision"] == "spot" and e["held"] == "on-demand"]
     assert moved and "leave on-demand" in moved[0]["reason"] and "slack_hours" in moved[0]
+    # `launcher runs show` lists them: why it waited, why it moved, the slack left.
+    from launcher.cli.main import run
+
+    led.close()
+    assert run(["runs", "show", run_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    placements = [e["data"] for e in shown["events"] if e["kind"] == "placement"]
+    assert placements == events
+    assert run(["runs", "show", run_id]) == 0
+    table = capsys.readouterr().out
+    assert "placement" in table and "decision=spot, slack_hours=" in table and "wait for spot" in table
 
 
 @pytest.mark.parametrize("policy", ["deadline-aware", "greedy", "uniform-progress"])
