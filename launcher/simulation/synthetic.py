@@ -113,3 +113,41 @@ def generate(
 def to_json(trace: Trace) -> dict:
     """The trace-file object (`launcher simulate --trace-root` reads these)."""
     return {"metadata": {"gap_seconds": trace.gap_seconds}, "data": [0 if a else 1 for a in trace.available]}
+
+
+def write(out_dir, name: str, *, zones: int = 1, hours: float = 96.0, seed: int = 0,
+          gap_seconds: float = DEFAULT_GAP_SECONDS) -> list:  # fmt: skip
+    """Write the traces as `OUT/<regime>/seed<S>/zone<i>.json` (a `--trace-root` for `launcher simulate`)."""
+    import json
+    from pathlib import Path
+
+    from launcher.atomic import atomic_write_text
+
+    paths = []
+    for i, t in enumerate(generate(name, zones=zones, hours=hours, seed=seed, gap_seconds=gap_seconds)):
+        p = Path(out_dir) / name / f"seed{seed}" / f"zone{i}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(p, json.dumps(to_json(t)))
+        paths.append(p)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m launcher.simulation.synthetic REGIME --out DIR [--zones Z] [--hours H] [--seed S]"""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m launcher.simulation.synthetic", description=main.__doc__)
+    ap.add_argument("regime", choices=list(REGIMES))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--zones", type=int, default=1)
+    ap.add_argument("--hours", type=float, default=96.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gap-seconds", type=float, default=DEFAULT_GAP_SECONDS)
+    a = ap.parse_args(argv)
+    for p in write(a.out, a.regime, zones=a.zones, hours=a.hours, seed=a.seed, gap_seconds=a.gap_seconds):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -73,3 +73,19 @@ def test_daily_correlated_zones_are_down_together_every_day():
 def test_unknown_regime_is_named():
     with pytest.raises(UnknownNameError):
         generate("flaping")
+
+
+def test_written_traces_run_through_launcher_simulate(tmp_path):
+    from launcher.simulation.synthetic import write
+    from tests.conftest import run_cli
+
+    paths = write(tmp_path, "independent", zones=2, hours=60, seed=9)
+    rel = [str(p.relative_to(tmp_path)) for p in paths]
+    assert rel == ["independent/seed9/zone0.json", "independent/seed9/zone1.json"]
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([{"traces": rel, "start_tick": 0, "work_hours": 12, "deadline_hours": 24,
+                                  "overhead_hours": 0.2, "on_demand_price": 3.06, "spot_price": 0.97}]))
+    res = run_cli("simulate", "--cases", str(cases), "--trace-root", str(tmp_path), "--policy", "multi-zone", "--json")
+    assert res.returncode == 0, res.stderr
+    (row,) = [json.loads(line) for line in res.stdout.splitlines()]
+    assert row["zones"] == 2 and row["met_deadline"] is True
