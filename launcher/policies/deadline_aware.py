@@ -163,6 +163,15 @@ class MultiZonePolicy(DeadlineAwarePolicy):
     name = "multi-zone"
     multi_zone = True
 
+    def __init__(self, *, wait_overheads: float = 2.0, **params) -> None:
+        """`wait_overheads`: idle with its zone down and slack to spare, wait while the zone's
+        expected remaining outage is at most this many restart overheads (inf: always wait while
+        the slack lasts, move only instead of on-demand)."""
+        super().__init__(**params)
+        if wait_overheads < 0:
+            raise ValueError("wait_overheads must be >= 0")
+        self.wait_overheads = wait_overheads
+
     def _spot_zone(self, state: DecisionState) -> int | None:
         z, now = state.current_zone, state.elapsed_hours
         if state.spot_available[z]:
@@ -175,7 +184,9 @@ class MultiZonePolicy(DeadlineAwarePolicy):
             # its outages are short and the slack covers the wait.
             b = budget(state, self.poll_hours)
             left_down = self.spells.mean_down(z) - self.spells.age(z, now)
-            if b.slack - b.step >= self.reserve(b) and left_down <= 2 * state.restart_overhead_hours:
+            if b.slack - b.step >= self.reserve(b) and (
+                left_down <= self.wait_overheads * state.restart_overhead_hours
+            ):
                 return None
         # Longest-running capacity first (spells are heavy-tailed); ties to the lower zone index.
         best = max(others, key=lambda zi: (self.spells.age(zi, now), -zi))
