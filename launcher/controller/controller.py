@@ -150,6 +150,7 @@ class Controller:
         self._work_s = 0.0  # `run`-phase time of this controller's attempts (injected clock)
         self._ckpt_watch: CheckpointWatch | None = None
         self._placement = self._placement_driver()
+        self._capacity_errors: dict = {}  # offer -> clock of its last failed provision
         self._moving = False  # the placement policy asked the running job to stop
         self._move_to: ScoredOffer | None = None  # ... and this offer next (None: hold nothing for a tick)
 
@@ -290,6 +291,7 @@ class Controller:
                 continue
             if end.reason == EndReason.PROVISION_FAILED:
                 self._transition(RunState.RECOVERING, reason="provision failed", data={"error": end.detail})
+                self._capacity_errors[offer.offer] = self.d.clock()
                 if self._placement is not None:  # the policy would ask for the same offer at once
                     if waited_s + self.d.capacity_retry_s > self.d.max_wait_s:
                         self._fail(EndReason.PROVISION_FAILED, "no capacity for the placement policy's choices; giving up")
@@ -634,6 +636,9 @@ class Controller:
         def capacity(offer):
             if offer.cloud in self._unusable_clouds:
                 return False
+            failed_at = self._capacity_errors.get(offer)
+            if failed_at is not None and self.d.clock() - failed_at < self.d.placement_tick_s:
+                return False  # it just refused us: no capacity there for a tick
             return self.d.provider_for(offer.cloud).spot_available(offer, datetime.now(UTC))
 
         return PlacementDriver(
