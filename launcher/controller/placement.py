@@ -113,10 +113,14 @@ class PlacementDriver:
               preemptions: int, capacity: tuple[bool, ...]) -> DecisionState:  # fmt: skip
         sp = self.zones[0].offer.price_usd_per_hour if self.zones else None
         od = self.on_demand.offer.price_usd_per_hour if self.on_demand else None
+        done_h = work_done_s / 3600.0
+        # The work is an estimate; the job is done when it exits. Past the estimate, one more
+        # tick (or minute) of work is always left, so the policy never idles a running job as done.
+        total_h = max(self.work_hours, done_h + (self.gap_hours or self.tick_s / 3600.0))
         return DecisionState(
             elapsed_hours=elapsed_s / 3600.0,
-            work_done_hours=work_done_s / 3600.0,
-            work_total_hours=self.work_hours,
+            work_done_hours=done_h,
+            work_total_hours=total_h,
             deadline_hours=self.deadline_hours,
             restart_overhead_hours=self.restart_overhead_s / 3600.0,
             current=held.choice,

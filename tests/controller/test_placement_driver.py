@@ -72,3 +72,14 @@ def test_events_only_on_a_changed_decision_and_carry_the_slack():
     first = d.event(dec, st)
     assert first["decision"] == "none" and first["slack_hours"] == 10.0 and "wait" in first["reason"]
     assert d.event(dec, st) is None
+
+
+def test_work_past_the_estimate_is_never_done():
+    # The job ran longer than expected_hours (the controller measures run-phase time): the policy
+    # must not see the work as done and stop holding, or the run would wait forever.
+    d = driver("deadline-aware", {})
+    st = d.state(elapsed_s=3600 * 12, work_done_s=3600 * 11, held=Held(Choice.NONE), overhead_left_s=0,
+                 preemptions=3, capacity=d.capacity())  # fmt: skip
+    assert st.work_total_hours > st.work_done_hours
+    dec = d.decide(st)
+    assert dec.choice is Choice.SPOT and dec.reason != "done"
