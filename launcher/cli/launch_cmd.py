@@ -43,7 +43,7 @@ def launch(
     ),
     simulate_seed: int = typer.Option(0, "--simulate-seed", help="Seed for --simulate-preemptions N."),
     simulate_within: float | None = typer.Option(
-        None, "--simulate-within", metavar="SECONDS", help="--simulate-preemptions N: random times within this many seconds of each run start (default: half the expected hours)."
+        None, "--simulate-within", metavar="SECONDS", help="--simulate-preemptions N: random times within this many seconds of each run start (default: half the expected run split over the N+1 attempts)."
     ),
     simulate_trace: Path | None = typer.Option(
         None, "--simulate-trace", metavar="FILE", help="Local backend follows this spot trace ({metadata: {gap_seconds}, data: [0|1, ...]}, 1 = no capacity)."
@@ -272,6 +272,11 @@ def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_star
         follower.stop()
     cost = ledger.run_spend_usd(run_id)
     info(f"[launcher] run {run_id}: {result.state}" + (f" ({result.end_reason})" if result.end_reason else "") + f", {result.attempts} attempt(s), cost ${cost:,.4f}")
+    from launcher.controller.runner import preemption_shortfall
+
+    shortfall = preemption_shortfall(run_id, ledger)
+    if shortfall:
+        info(f"[launcher] {shortfall}")
     if result.state == "succeeded":
         return
     if result.state == "failed":

@@ -15,7 +15,10 @@ from launcher.cli.app import app
 @app.command("simulate")
 def simulate(
     cases: Path = typer.Option(..., "--cases", help="JSON list of cases (see `launcher simulate --help`)."),
-    trace_root: Path = typer.Option(..., "--trace-root", help="Directory the cases' trace paths are relative to."),
+    trace_root: Path | None = typer.Option(
+        None, "--trace-root",
+        help="Directory the cases' trace paths are relative to (default: the real traces shipped with the package).",
+    ),
     policy: str = typer.Option("deadline-aware", "--policy", help="Placement policy name."),
     optimum: bool = typer.Option(
         False, "--optimum", help="Also compute the omniscient optimum per case (exact DP; slower)."
@@ -31,10 +34,11 @@ def simulate(
     from launcher.cli.render import print_table
     from launcher.policies.registry import get_placement_policy
     from launcher.simulation.cases import load_cases, run_cases
+    from launcher.simulation.samples import SAMPLE_TRACE_ROOT
 
     pol = get_placement_policy(policy)  # unknown name -> exit 2 with a did-you-mean
     specs = load_cases(cases)
-    outcomes = run_cases(specs, trace_root, pol, with_optimum=optimum)
+    outcomes = run_cases(specs, trace_root or SAMPLE_TRACE_ROOT, pol, with_optimum=optimum)
     if as_json:
         import json
         import sys

@@ -42,7 +42,8 @@ from launcher.ledger.records import (
     RunState,
 )
 from launcher.planning.plan import Plan
-from launcher.policies.base import Choice, DecisionState, RecoveryContext, RecoveryPolicy
+from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver
+from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
 from launcher.providers.base import MANAGED_BY_TAG, MANAGED_BY_VALUE, ClusterHandle, ClusterRequest, Provider
 from launcher.spec.models import TaskSpec
 from pricing.models import ScoredOffer
@@ -89,6 +90,11 @@ class ControllerDeps:
     # Job progress (new log output) becomes the cluster's heartbeat: the reaper's sign that the
     # job, not just its controller, is alive. A stalled job stops beating.
     progress_poll_s: float = 30.0
+    # Placement policy asked at every tick-equivalent (controller/placement.py): None = only the
+    # recovery policy, when nothing is held. `placement_gap_hours` > 0: decide in whole ticks.
+    placement_policy: PlacementPolicy | None = None
+    placement_tick_s: float = 60.0
+    placement_gap_hours: float = 0.0
 
 
 def default_budget_stop(ledger, run_id: str) -> str | None:
@@ -143,6 +149,10 @@ class Controller:
         self._prior_work_s = 0.0  # running time of attempts made before this controller started
         self._work_s = 0.0  # `run`-phase time of this controller's attempts (injected clock)
         self._ckpt_watch: CheckpointWatch | None = None
+        self._placement = self._placement_driver()
+        self._capacity_errors: dict = {}  # offer -> clock of its last failed provision
+        self._moving = False  # the placement policy asked the running job to stop
+        self._move_to: ScoredOffer | None = None  # ... and this offer next (None: hold nothing for a tick)
 
     # ---- public -------------------------------------------------------------------------------
     def request_cancel(self) -> None:
@@ -203,6 +213,22 @@ class Controller:
             self._check_cancel()
             if retry_same is not None:
                 offer, why = retry_same, f"restart after failure {failures}/{self.job.spec.launcher.max_restarts}"
+            elif self._moving:
+                self._moving = False
+                offer, why, self._move_to = self._move_to, "placement policy: move", None
+                if offer is None:  # stop holding: the next decision is a tick later
+                    waited_s += self._sleep_watchful(self.d.placement_tick_s)
+                    continue
+            elif self._placement is not None:
+                offer = self._place_next(len(preempted_regions))
+                if offer is None:
+                    if waited_s + self.d.placement_tick_s > self.d.max_wait_s:
+                        self._fail(EndReason.PROVISION_FAILED, "placement policy kept waiting; giving up")
+                        return
+                    cap = self._placement.capacity()
+                    waited_s += self._sleep_watchful(self.d.placement_tick_s, wake=lambda: self._placement.capacity() != cap)
+                    continue
+                why = f"placement policy: {self._placement.log[-1].reason}"
             elif previous is None and self._state == RunState.PENDING:
                 offer, why = self.job.plan.chosen.scored, "chosen in the plan"
             else:
@@ -265,6 +291,15 @@ class Controller:
                 continue
             if end.reason == EndReason.PROVISION_FAILED:
                 self._transition(RunState.RECOVERING, reason="provision failed", data={"error": end.detail})
+                self._capacity_errors[offer.offer] = self.d.clock()
+                if self._placement is not None:  # the policy would ask for the same offer at once
+                    if waited_s + self.d.capacity_retry_s > self.d.max_wait_s:
+                        self._fail(EndReason.PROVISION_FAILED, "no capacity for the placement policy's choices; giving up")
+                        return
+                    waited_s += self._sleep_watchful(self.d.capacity_retry_s)
+                continue
+            if end.reason == EndReason.MOVED:
+                self._transition(RunState.RECOVERING, reason=EndReason.MOVED)
                 continue
             raise _Stopped  # CANCELLED / BUDGET_STOP: the run is STOPPING already
         self._fail(EndReason.FAILED, f"gave up after {self.d.max_recoveries} recoveries")
@@ -339,9 +374,12 @@ class Controller:
                 attempt_id=attempt.attempt_id,
             )  # fmt: skip
         result, stop_reason = self._watch(
-            execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None
+            execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None,
+            held=scored, attempt_started=started,
         )
         reason = _end_reason(result, stop_reason)
+        if self._moving and reason == EndReason.PREEMPTED and stop_reason is None:
+            reason = EndReason.MOVED  # we asked it to stop: the job checkpointed and exited
         self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code)
         self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
         self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else ""))
@@ -350,7 +388,8 @@ class Controller:
         return _AttemptEnd(reason, result.exit_code, scored, result.detail)
 
     def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, watch: CheckpointWatch,
-               *, recovered_from: float | None):  # fmt: skip
+               *, recovered_from: float | None, held: ScoredOffer | None = None,
+               attempt_started: float | None = None):  # fmt: skip
         """Poll until the job ends; deliver preemption notices; record new checkpoints; honor
         stop requests. `recovered_from`: when this attempt replaces an earlier one, the clock at
         its start (the restart overhead runs from there until the job runs again)."""
@@ -368,6 +407,8 @@ class Controller:
         if phase == "run":
             run_started = self._running_again(attempt_id, recovered_from)
         next_progress, log_bytes = self.d.clock() + self.d.progress_poll_s, self._log_bytes()
+        next_tick = (attempt_started if attempt_started is not None else self.d.clock()) + self.d.placement_tick_s
+        capacity = self._placement.capacity() if self._placement is not None else ()
         while True:
             result: ExecResult | None = execution.wait(self.d.poll_interval_s)
             if result is not None:
@@ -395,14 +436,32 @@ class Controller:
                     self.d.notify(f"stopping ({stop_reason})")
                     execution.stop(self.job.grace_s)
                     continue
-            if not noticed and notice_source is not None and run_started is not None and self.d.clock() >= next_notice:
+            # With a placement policy, a spot cluster may be lost while it still starts (as in the simulator).
+            may_notice = run_started is not None or self._placement is not None
+            if not noticed and notice_source is not None and may_notice and self.d.clock() >= next_notice:
                 next_notice = self.d.clock() + notice_every
-                why = notice_source(handle, self.d.clock() - run_started)
+                why = notice_source(handle, self.d.clock() - run_started if run_started is not None else 0.0)
                 if why:
                     noticed = True
                     self.led.add_event(self.job.run_id, EventKind.PREEMPTION, {"reason": why, "cluster": handle.cluster}, attempt_id=attempt_id)
                     self.d.notify(f"preemption notice: {why}")
                     execution.notify_preemption(self.job.grace_s)
+            if self._placement is not None and not noticed and stop_reason is None and held is not None:
+                now = self.d.clock()
+                cap = self._placement.capacity()
+                if now >= next_tick - 1e-9 or cap != capacity:  # a tick-equivalent: timer or capacity change
+                    while next_tick <= now + 1e-9:
+                        next_tick += self.d.placement_tick_s
+                    capacity = cap
+                    overhead_left = 0.0 if run_started is not None else self.d.restart_overhead_hours * 3600.0 - (now - (attempt_started or now))
+                    running = (now - run_started) if run_started is not None else 0.0
+                    target = self._placement_tick(held, cap, running, overhead_left)
+                    if target is not False:
+                        noticed, self._moving, self._move_to = True, True, target
+                        where = "nothing" if target is None else (
+                            f"{target.offer.cloud}/{target.offer.region} {'spot' if target.offer.spot else 'on-demand'}")
+                        self.d.notify(f"placement: moving to {where}")
+                        execution.notify_preemption(self.job.grace_s)
 
     def _log_bytes(self) -> int:
         logs = self.job.run_dir / "logs"
@@ -568,6 +627,53 @@ class Controller:
             preemptions=preemptions,
             overhead_remaining_hours=0.0,
         )
+
+    # ---- placement policy (controller/placement.py) ----------------------------------------------
+    def _placement_driver(self) -> PlacementDriver | None:
+        if self.d.placement_policy is None:
+            return None
+
+        def capacity(offer):
+            if offer.cloud in self._unusable_clouds:
+                return False
+            failed_at = self._capacity_errors.get(offer)
+            if failed_at is not None and self.d.clock() - failed_at < self.d.placement_tick_s:
+                return False  # it just refused us: no capacity there for a tick
+            return self.d.provider_for(offer.cloud).spot_available(offer, datetime.now(UTC))
+
+        return PlacementDriver(
+            self.d.placement_policy, tuple(self.job.plan.ranked), work_hours=self.job.plan.work_hours,
+            deadline_hours=self.job.spec.launcher.deadline_hours, restart_overhead_s=self.d.restart_overhead_hours * 3600.0,
+            tick_s=self.d.placement_tick_s, capacity=capacity, gap_hours=self.d.placement_gap_hours,
+        )  # fmt: skip
+
+    def _placement_decide(self, held: ScoredOffer | None, cap: tuple[bool, ...], running_s: float,
+                          overhead_left_s: float, preemptions: int):  # fmt: skip
+        p = self._placement
+        state = p.state(
+            elapsed_s=self._age_at_start_s + (self.d.clock() - self._started_clock),
+            work_done_s=self._prior_work_s + self._work_s + running_s, held=p.held(held),
+            overhead_left_s=overhead_left_s, preemptions=preemptions, capacity=cap,
+        )  # fmt: skip
+        d = p.decide(state)
+        data = p.event(d, state)
+        if data is not None:
+            self.led.add_event(self.job.run_id, PLACEMENT_EVENT, data)
+        return d
+
+    def _place_next(self, preemptions: int) -> ScoredOffer | None:
+        """Nothing is held: what to start now (None = wait a tick)."""
+        d = self._placement_decide(None, self._placement.capacity(), 0.0, 0.0, preemptions)
+        return self._placement.offer_for(d)
+
+    def _placement_tick(self, held: ScoredOffer, cap: tuple[bool, ...], running_s: float,
+                        overhead_left_s: float) -> ScoredOffer | None | bool:  # fmt: skip
+        """An attempt runs: False to keep it, else the offer to move to (None: stop holding)."""
+        preemptions = sum(1 for a in self.led.attempts(self.job.run_id) if a.end_reason in (EndReason.PREEMPTED, EndReason.NODE_LOST))
+        d = self._placement_decide(held, cap, running_s, overhead_left_s, preemptions)
+        if not self._placement.is_move(d, self._placement.held(held)):
+            return False
+        return self._placement.offer_for(d)
 
     def _beat(self, force: bool = False) -> bool:
         now = self.d.clock()

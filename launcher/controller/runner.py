@@ -42,7 +42,7 @@ DEFAULT_EXPIRY = timedelta(hours=24)
 class LaunchOptions:
     simulate_preemptions: str | None = None  # 'N' or '5,12,30' (seconds into each attempt)
     simulate_seed: int = 0
-    simulate_within_s: float | None = None  # horizon for N random preemptions (default: half the expected run)
+    simulate_within_s: float | None = None  # horizon for N random preemptions (default: simulated_preemptions.default_window_s)
     simulate_trace: str | None = None  # spot trace JSON the local backend follows
     trace_speedup: float = 1.0
     trace_start_tick: int = 0
@@ -159,11 +159,12 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: 
     continuing after the placements already made); others from the registry."""
     from launcher.ledger.records import EndReason
     from launcher.providers import registry
+    from launcher.controller.simulated_preemptions import default_window_s, requested_count
     from launcher.providers.local import LocalProvider, PreemptionSchedule, SimulatedPrices, SpotTrace
 
     schedule = None
     if opts.simulate_preemptions:
-        horizon = opts.simulate_within_s or max(2.0, expected_hours * 3600.0 / 2)
+        horizon = opts.simulate_within_s or default_window_s(expected_hours, requested_count(opts.simulate_preemptions) or 0)
         schedule = PreemptionSchedule.parse(opts.simulate_preemptions, seed=opts.simulate_seed, horizon_s=horizon)
     trace = None
     if opts.simulate_trace:
@@ -186,6 +187,21 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: 
     return provider_for
 
 
+def preemption_shortfall(run_id: str, ledger) -> str | None:
+    """After a run with `--simulate-preemptions`: a line saying how many happened and why fewer
+    than asked, or None."""
+    from launcher.controller.simulated_preemptions import default_window_s, requested_count, shortfall_message
+
+    job, opts, _ = load_job(run_id, ledger)
+    n = requested_count(opts.simulate_preemptions)
+    if not n:
+        return None
+    window = None
+    if opts.simulate_preemptions and opts.simulate_preemptions.strip().isdigit():
+        window = opts.simulate_within_s or default_window_s(job.plan.work_hours, n)
+    return shortfall_message(ledger, run_id, n, window)
+
+
 def run_controller(
     run_id: str,
     ledger,
@@ -204,13 +220,18 @@ def run_controller(
 
         t = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
         retry_s = max(0.05, min(5.0, t.gap_seconds / t.speedup))
+    from launcher.controller.placement import placement_for
+
+    policy = recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None)
     deps = ControllerDeps(
         ledger=ledger,
         provider_for=make_provider_for(run_id, opts, ledger, job.plan.work_hours),
         executor_for=lambda cloud: executor_for(cloud),
-        policy=recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None),
+        policy=policy,
         notify=notify,
         capacity_retry_s=retry_s,
+        placement_policy=placement_for(policy, job.plan.ranked, has_deadline=job.spec.launcher.deadline is not None),
+        placement_tick_s=max(retry_s, 1.0) if opts.simulate_trace else 60.0,
     )
     controller = Controller(job, deps, mode=mode)
     previous: dict[int, object] = {}

@@ -50,6 +50,7 @@ class EndReason(StrEnum):
     CANCELLED = "cancelled"
     BUDGET_STOP = "budget_stop"
     ABANDONED = "abandoned"  # found open after a controller crash and closed by cleanup
+    MOVED = "moved"  # the placement policy moved the job elsewhere (it checkpointed and stopped)
 
 
 class EventKind(StrEnum):

@@ -332,3 +332,19 @@ def test_local_backend_follows_a_spot_trace(tmp_path):
     assert set(reasons[1:-1]) <= {"provision_failed"}  # retried while the trace had no capacity
     starts = [int(line.split()[-1]) for line in r.stdout.splitlines() if "resumes at" in line]
     assert starts[0] == 0 and starts[-1] > 0  # the second placement resumed from the checkpoint
+
+
+def test_fewer_simulated_preemptions_than_asked_are_explained(tmp_path):
+    # The job counts to 10 (about 0.5 s); preemptions due within 60 s of each start cannot land.
+    spec = write_spec(tmp_path, counter_spec(10, "launcher: {expected_hours: 0.01}"))
+    r = run_cli("launch", str(spec), "--yes", "--simulate-preemptions", "3", "--simulate-within", "60",
+                "--grace-seconds", "5")
+    assert r.returncode == 0, r.stderr
+    assert "simulated preemptions: 0 of 3 happened; the job finished before the next one was due" in r.stderr
+
+
+def test_all_asked_preemptions_say_nothing_more(tmp_path):
+    spec = write_spec(tmp_path, counter_spec(30, "launcher: {expected_hours: 0.01}"))
+    r = run_cli("launch", str(spec), "--yes", "--simulate-preemptions", "0.5,0.5", "--grace-seconds", "5")
+    assert r.returncode == 0, r.stderr
+    assert "simulated preemptions:" not in r.stderr

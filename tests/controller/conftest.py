@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.controller.controller import ControllerDeps, RunJob
-from launcher.controller.recovery import NextOfferPolicy
+from launcher.policies.recovery import NextOfferPolicy
 from launcher.ledger import Ledger, RunRecord
 from launcher.planning.budget import BudgetCheck
 from launcher.planning.candidates import Candidate

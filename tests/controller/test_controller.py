@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from launcher.controller.controller import Controller
-from launcher.controller.recovery import NextOfferPolicy, recovery_policy
+from launcher.controller.recovery import recovery_policy
+from launcher.policies.recovery import NextOfferPolicy
 from launcher.controller.states import TRANSITIONS, can_transition
 from launcher.errors import UnknownNameError
 from launcher.executors.base import Outcome
@@ -207,14 +208,18 @@ def test_transition_table():
 
 
 def test_next_offer_policy():
+    # The one NextOfferPolicy (launcher.policies.recovery): down the ranking, wrapping around; a
+    # region that preempted us twice goes last. (This test pinned a second, controller-local copy
+    # that skipped a region after one preemption; the two were merged into the registry's rule.)
     ranked = tuple(scored(o, i + 1) for i, o in enumerate(OFFERS))
     p = NextOfferPolicy()
     assert p.choose(RecoveryContext(ranked, None)).offer == ranked[0]
     assert p.choose(RecoveryContext(ranked, ranked[0], tried=(ranked[0],))).offer == ranked[1]
-    # a region that preempted us is skipped while others remain
-    assert p.choose(RecoveryContext(ranked, ranked[0], preempted_regions=("r2",), tried=(ranked[0],))).offer == ranked[2]
-    # everything tried: same offer again
-    assert p.choose(RecoveryContext(ranked, ranked[2], tried=ranked)).offer == ranked[2]
+    # one preemption is not a pattern; two move the region to the back
+    assert p.choose(RecoveryContext(ranked, ranked[0], preempted_regions=("r2",))).offer == ranked[1]
+    assert p.choose(RecoveryContext(ranked, ranked[0], preempted_regions=("r2", "r2"))).offer == ranked[2]
+    # after the last offer: wrap to the first
+    assert p.choose(RecoveryContext(ranked, ranked[2], tried=ranked)).offer == ranked[0]
 
 
 def test_unknown_recovery_policy_is_bad_input():
@@ -226,6 +231,7 @@ class _WaitOncePolicy(NextOfferPolicy):
     name = "wait-once"
 
     def __init__(self):
+        super().__init__()
         self.calls = 0
 
     def choose(self, ctx):

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -62,8 +63,14 @@ def _billable(doc: dict) -> list[dict]:
     return billable
 
 
-def test_aws_dry_run_without_credentials_prints_ranked_and_resource_plan(launcher_home):
-    r = run_cli("launch", TRAIN, "--cloud", "aws", "--dry-run")
+def test_aws_dry_run_without_credentials_prints_ranked_and_resource_plan(launcher_home, tmp_path):
+    # train.yaml expects a realistic 0.01 h (its CPU run); 0.5 h shows the checkpoint arithmetic.
+    text = Path(TRAIN).read_text()
+    assert "  expected_hours: 0.01" in text and "workdir: .\n" in text
+    spec = tmp_path / "train.yaml"
+    spec.write_text(re.sub(r"  expected_hours: 0\.01.*", "  expected_hours: 0.5", text)
+                    .replace("workdir: .\n", f"workdir: {Path(TRAIN).parent}\n"))
+    r = run_cli("launch", str(spec), "--cloud", "aws", "--dry-run")
     assert r.returncode == 0, r.stderr
     err = r.stderr
     assert r.stdout == ""  # launch keeps stdout for the job's output

@@ -1,0 +1,188 @@
+"""The placement policy inside the live controller: the same decisions `launcher simulate` makes.
+
+The simulator asks a placement policy once per trace tick what to hold: spot in zone z, on-demand, or
+nothing. `PlacementDriver` asks the same policy object the same question from the controller, at
+every *tick-equivalent*: when an attempt would be placed, every `tick_s` of the controller's clock
+while one runs or while waiting, and whenever the spot capacity it can observe changes. It maps
+the policy's zones onto the plan's offers:
+
+- zone i = the i-th spot offer of the plan in rank order (one per cloud/region/zone/instance type);
+- on-demand = the cheapest on-demand offer of the plan (rank breaks ties).
+
+What the policy is shown is what the controller can observe: capacity per zone from the providers
+that know it (`Provider.spot_available`; unknown counts as available), the run's age and the work
+done (time attempts spent in their `run` phase), the restart overhead still to pay (time since the
+attempt started, while it is still provisioning or in setup), and the preemptions so far.
+
+A decision that differs from what is held is a *move*: the controller asks the job to checkpoint
+and stop (the preemption-notice path), ends the attempt as `moved`, and starts the chosen offer.
+Every change of decision is a `placement` event in the ledger with the policy's reason and the
+slack left, so `launcher runs show` says why the run waited, moved or stayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
+from launcher.policies.registry import get_placement_policy
+from pricing.models import Offer, ScoredOffer
+
+PLACEMENT_EVENT = "placement"
+
+
+def _key(o: Offer) -> tuple:
+    return (o.cloud, o.region, o.zone, o.instance_type, o.spot)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the controller holds now, in the policy's terms."""
+
+    choice: Choice
+    zone: int = 0
+
+
+class PlacementDriver:
+    """One per run. `capacity(offer) -> bool | None` reads a provider's view of spot capacity."""
+
+    def __init__(
+        self,
+        policy: PlacementPolicy,
+        ranked: tuple[ScoredOffer, ...],
+        *,
+        work_hours: float,
+        deadline_hours: float | None,
+        restart_overhead_s: float,
+        tick_s: float,
+        capacity: Callable[[Offer], bool | None],
+        gap_hours: float = 0.0,
+    ) -> None:
+        if tick_s <= 0:
+            raise ValueError("tick_s must be positive")
+        self.policy = policy
+        seen: set[tuple] = set()
+        zones = []
+        for s in ranked:
+            if s.offer.spot and _key(s.offer) not in seen:
+                seen.add(_key(s.offer))
+                zones.append(s)
+        if not policy.multi_zone:
+            zones = zones[:1]
+        self.zones: tuple[ScoredOffer, ...] = tuple(zones)
+        od = [s for s in ranked if not s.offer.spot]
+        self.on_demand = min(od, key=lambda s: (s.offer.price_usd_per_hour, s.rank)) if od else None
+        self.work_hours = work_hours
+        self.deadline_hours = deadline_hours
+        self.restart_overhead_s = restart_overhead_s
+        self.tick_s = tick_s
+        self.gap_hours = gap_hours
+        self._capacity = capacity
+        self.log: list[Decision] = []  # every decision, in order (the replay proof compares it)
+        self._last: tuple | None = None
+        self.last_zone = 0
+        policy.reset()
+
+    # ---- what the policy sees ------------------------------------------------------------------
+    def capacity(self) -> tuple[bool, ...]:
+        """Spot capacity per zone now; unknown counts as available (try rather than wait)."""
+        out = []
+        for s in self.zones:
+            try:
+                ans = self._capacity(s.offer)
+            except Exception:  # a provider that cannot answer must not stop the run
+                ans = None
+            out.append(ans is not False)
+        return tuple(out) or (False,)
+
+    def held(self, offer: ScoredOffer | None) -> Held:
+        """In the policy's terms. The zone is the last spot zone held (on-demand and idle keep it,
+        as in the simulator), so a policy that prefers its own zone sees the same one."""
+        if offer is None:
+            return Held(Choice.NONE, self.last_zone)
+        if not offer.offer.spot:
+            return Held(Choice.ON_DEMAND, self.last_zone)
+        for i, s in enumerate(self.zones):
+            if _key(s.offer) == _key(offer.offer):
+                self.last_zone = i
+                return Held(Choice.SPOT, i)
+        return Held(Choice.SPOT, self.last_zone)
+
+    def state(self, *, elapsed_s: float, work_done_s: float, held: Held, overhead_left_s: float,
+              preemptions: int, capacity: tuple[bool, ...]) -> DecisionState:  # fmt: skip
+        sp = self.zones[0].offer.price_usd_per_hour if self.zones else None
+        od = self.on_demand.offer.price_usd_per_hour if self.on_demand else None
+        done_h = work_done_s / 3600.0
+        # The work is an estimate; the job is done when it exits. Past the estimate, one more
+        # tick (or minute) of work is always left, so the policy never idles a running job as done.
+        total_h = max(self.work_hours, done_h + (self.gap_hours or self.tick_s / 3600.0))
+        return DecisionState(
+            elapsed_hours=elapsed_s / 3600.0,
+            work_done_hours=done_h,
+            work_total_hours=total_h,
+            deadline_hours=self.deadline_hours,
+            restart_overhead_hours=self.restart_overhead_s / 3600.0,
+            current=held.choice,
+            current_zone=held.zone,
+            spot_available=capacity,
+            gap_hours=self.gap_hours,
+            spot_price_usd_per_hour=sp,
+            on_demand_price_usd_per_hour=od,
+            preemptions=preemptions,
+            overhead_remaining_hours=max(0.0, overhead_left_s) / 3600.0,
+        )
+
+    # ---- the decision ---------------------------------------------------------------------------
+    def decide(self, state: DecisionState) -> Decision:
+        d = self.policy.decide(state)
+        self.log.append(d)
+        return d
+
+    def offer_for(self, d: Decision) -> ScoredOffer | None:
+        """The plan's offer for a decision (None = hold nothing)."""
+        if d.choice is Choice.SPOT:
+            if not 0 <= d.zone < len(self.zones):
+                return None
+            self.last_zone = d.zone
+            return self.zones[d.zone]
+        if d.choice is Choice.ON_DEMAND:
+            return self.on_demand
+        return None
+
+    def is_move(self, d: Decision, held: Held) -> bool:
+        """The decision asks for something other than what is held."""
+        if d.choice is not held.choice:
+            return True
+        return d.choice is Choice.SPOT and d.zone != held.zone
+
+    def event(self, d: Decision, state: DecisionState) -> dict | None:
+        """The ledger event for a decision, or None when it repeats the last one."""
+        key = (d.choice, d.zone if d.choice is Choice.SPOT else 0, d.reason)
+        if key == self._last:
+            return None
+        self._last = key
+        offer = self.offer_for(d)
+        data: dict = {"decision": d.choice.value}
+        if state.deadline_hours is not None:  # first: `runs show` shortens long event lines
+            left = state.deadline_hours - state.elapsed_hours
+            data["slack_hours"] = round(left - max(0.0, state.work_total_hours - state.work_done_hours), 4)
+        data.update(reason=d.reason, held=state.current.value, elapsed_hours=round(state.elapsed_hours, 6),
+                    work_done_hours=round(state.work_done_hours, 6))  # fmt: skip
+        if offer is not None:
+            o = offer.offer
+            data["offer"] = {"cloud": o.cloud, "region": o.region, "zone": o.zone, "spot": o.spot,
+                             "price_usd_per_hour": o.price_usd_per_hour}  # fmt: skip
+        if d.choice is Choice.SPOT:
+            data["zone_index"] = d.zone
+        return data
+
+
+def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, has_deadline: bool) -> PlacementPolicy | None:
+    """The placement policy a run's controller consults at every tick-equivalent: with a deadline
+    and the `deadline-aware` recovery policy (the default then), `multi-zone` when the plan offers
+    spot in several places, else `deadline-aware`. Other recovery policies keep their own rule."""
+    if not has_deadline or recovery.name != "deadline-aware":
+        return None
+    spots = {_key(s.offer) for s in ranked if s.offer.spot}
+    return get_placement_policy("multi-zone" if len(spots) > 1 else "deadline-aware")

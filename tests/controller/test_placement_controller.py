@@ -1,0 +1,40 @@
+"""The live controller with a placement policy: a capacity error in one zone moves the next decision
+to another zone of the plan, with the reason in the ledger."""
+
+from __future__ import annotations
+
+from launcher.controller.controller import Controller
+from launcher.executors.base import Outcome
+from launcher.policies.registry import get_placement_policy
+from tests.controller.conftest import make_deps, make_job
+from tests.controller.doubles import ScriptedExecution, ScriptedExecutor, ScriptedProvider, offer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += max(s, 0.001)
+
+
+def test_capacity_error_in_one_zone_moves_the_next_placement_to_another(ledger, tmp_path):
+    offers = [offer("east", 1.0), offer("west", 1.1), offer("east", 3.0, spot=False)]
+    job = make_job(ledger, tmp_path, offers=offers, spec_text="run: python train.py\nlauncher: {deadline: 10h}\n")
+    provider = ScriptedProvider(fail_regions={"east"})
+    executor = ScriptedExecutor([lambda: ScriptedExecution(Outcome.SUCCEEDED)])
+    clock = Clock()
+    deps = make_deps(ledger, provider, executor, clock=clock, placement_policy=get_placement_policy("multi-zone"),
+                     placement_tick_s=60.0, capacity_retry_s=1.0)  # fmt: skip
+    deps.sleep, deps.poll_interval_s = clock.sleep, 0.25
+    result = Controller(job, deps).run()
+    assert result.state == "succeeded"
+    assert [r.offer.region for r in provider.provisioned] == ["east", "west"]
+    attempts = ledger.attempts(job.run_id)
+    assert [(a.region, a.end_reason) for a in attempts] == [("east", "provision_failed"), ("west", "completed")]
+    placed = [e.data for e in ledger.events(job.run_id, kind="placement")]
+    assert [p["offer"]["region"] for p in placed if p["decision"] == "spot"] == ["east", "west"]
+    assert placed[-1]["zone_index"] == 1 and "slack_hours" in placed[-1]
