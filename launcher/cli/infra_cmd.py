@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from launcher import paths
 from launcher.cli.app import app
 from launcher.errors import BadInputError, UnknownNameError
 
@@ -161,7 +162,7 @@ def preview_cmd(
     from infra import stacks
     from launcher.cli.render import info, print_json
 
-    result = stacks.preview(spec, on_output=None if as_json else info)
+    result = stacks.preview(spec, state_home=paths.home(), on_output=None if as_json else info)
     if as_json:
         print_json({"stack": result.stack, "changes": result.changes})
 
@@ -186,7 +187,7 @@ def up_cmd(
     from infra import stacks
     from launcher.cli.render import info, print_json, print_table
 
-    out = stacks.up(spec, on_output=None if as_json else info)
+    out = stacks.up(spec, state_home=paths.home(), on_output=None if as_json else info)
     if as_json:
         print_json(asdict(out))
         return
@@ -206,7 +207,7 @@ def destroy_cmd(
     from infra import naming, stacks
     from launcher.cli.render import info, print_json
 
-    destroyed = stacks.destroy(project, cluster, on_output=None if as_json else info)
+    destroyed = stacks.destroy(project, cluster, state_home=paths.home(), on_output=None if as_json else info)
     name = naming.stack_name(project, cluster)
     if as_json:
         print_json({"stack": name, "destroyed": destroyed})
@@ -222,11 +223,11 @@ def list_cmd(as_json: bool = _JSON) -> None:
     from infra import stacks
     from launcher.cli.render import print_json, print_table
 
-    found = stacks.list_stacks()
+    found = stacks.list_stacks(paths.home())
     if as_json:
         print_json([asdict(s) for s in found])
         return
-    print_table(f"stacks in {stacks.backend_url()}", ["stack", "project", "cluster", "last update", "resources"],
+    print_table(f"stacks in {stacks.backend_url(paths.home())}", ["stack", "project", "cluster", "last update", "resources"],
                 [(s.name, s.project, s.cluster, s.last_update, s.resource_count) for s in found])
 
 

@@ -58,12 +58,13 @@ def offers(
         raise BadInputError("--limit must be >= 0")
 
     from launcher.providers.detect import enabled_clouds
+    from launcher import paths
     from pricing.catalog import load_catalog
     from pricing.gpus import parse_gpus
     from pricing.models import OfferQuery
     from pricing.rank import explain_offers, offers_as_records
 
-    catalog = load_catalog(GLOBALS.catalog_dir)
+    catalog = load_catalog(GLOBALS.catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file())
     clouds = _split(cloud)
     if clouds:
         clouds = tuple(c.lower() for c in clouds)

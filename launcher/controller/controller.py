@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.tags import cluster_tags
 from launcher.controller.checkpoint_watch import CheckpointWatch
 from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
 from launcher.controller.states import can_transition, is_terminal
@@ -43,7 +44,7 @@ from launcher.ledger.records import (
 )
 from launcher.planning.plan import Plan
 from launcher.policies.base import Choice, DecisionState, RecoveryContext, RecoveryPolicy
-from launcher.providers.base import MANAGED_BY_TAG, MANAGED_BY_VALUE, ClusterHandle, ClusterRequest, Provider
+from launcher.providers.base import ClusterHandle, ClusterRequest, Provider
 from launcher.spec.models import TaskSpec
 from pricing.models import ScoredOffer
 
@@ -92,17 +93,10 @@ class ControllerDeps:
 
 
 def default_budget_stop(ledger, run_id: str) -> str | None:
-    """budgets.should_stop (the run's budget_usd and budgets.yaml hard limits) when available."""
-    try:
-        from launcher.budgets import should_stop
-    except ImportError:
-        should_stop = None
-    if should_stop is not None:
-        return should_stop(ledger, run_id, datetime.now(UTC))
-    run = ledger.get_run(run_id)
-    if run.budget_usd is not None and ledger.run_spend_usd(run_id) >= run.budget_usd:
-        return f"run {run_id} spent its ${run.budget_usd:,.2f} budget"
-    return None
+    """budgets.should_stop: the run's budget_usd and budgets.yaml hard limits."""
+    from launcher.budgets import should_stop
+
+    return should_stop(ledger, run_id, datetime.now(UTC))
 
 
 @dataclass(frozen=True)
@@ -277,7 +271,7 @@ class Controller:
         replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in before)  # a job ran before
         cluster = f"{job.run_id}-c{seq}"
         attempt = self.led.add_attempt(job.run_id, NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster))
-        tags = {**job.tags, "cluster": cluster, "run-id": job.run_id, MANAGED_BY_TAG: MANAGED_BY_VALUE}
+        tags = cluster_tags(job.tags, cluster=cluster, run_id=job.run_id)
         self.led.upsert_cluster(
             ClusterRecord(
                 name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,

@@ -12,7 +12,6 @@ __pycache__ and node_modules are not copied.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import shutil
@@ -31,11 +30,11 @@ from launcher.controller.recovery import recovery_policy
 from launcher.errors import BadInputError, ConflictError, NotFoundError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS
 from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
+from launcher.planning.tags import run_tags, user_name
 from launcher.spec.loader import LoadedSpec, load_spec_text
 from launcher.spec.provenance import collect_provenance
 
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache")
-DEFAULT_EXPIRY = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -55,33 +54,6 @@ class LaunchOptions:
 
 def run_dir(run_id: str) -> Path:
     return paths.runs_dir() / run_id
-
-
-def run_tags(loaded: LoadedSpec, run_id: str, created: datetime) -> dict[str, str]:
-    """The tags every resource of this run carries (REQUIRED_TAGS) plus the spec's own."""
-    spec, lb = loaded.spec, loaded.spec.launcher
-    deadline_h = lb.deadline_hours
-    expires = created + (timedelta(hours=deadline_h) if deadline_h else DEFAULT_EXPIRY)
-    tags = {
-        **(spec.resources.labels or {}),
-        **(lb.tags or {}),
-        "project": lb.project,
-        "experiment": lb.experiment or spec.display_name,
-        "owner": lb.owner or _user(),
-        "cost-center": lb.cost_center or lb.project,
-        "run-id": run_id,
-        "managed-by": "gpu-launcher",
-        "created-at": created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "expires-at": expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    return tags
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
 
 
 def redacted_spec_text(loaded: LoadedSpec) -> str:
@@ -105,7 +77,7 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, 
     tags = run_tags(loaded, prov.run_id, prov.created_at)
     record = RunRecord.from_provenance(
         prov, name=spec.display_name, spec_yaml=redacted_spec_text(loaded), project=lb.project,
-        experiment=lb.experiment, owner=lb.owner or _user(), cost_center=lb.cost_center,
+        experiment=lb.experiment, owner=lb.owner or user_name(), cost_center=lb.cost_center,
         budget_usd=lb.budget_usd, deadline_at=deadline_at, tags=tags,
     )  # fmt: skip
     ledger.create_run(record)

@@ -29,12 +29,9 @@ from pricing.models import Offer
 
 
 def _user() -> str:
-    import getpass
+    from launcher.planning.tags import user_name
 
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
+    return user_name()
 
 
 def _existing_ledger():
@@ -98,7 +95,9 @@ def make_plan(
         from pricing.rank import rank_offers
 
         if "c" not in catalog:
-            catalog["c"] = load_catalog(catalog_dir)
+            from launcher import paths
+
+            catalog["c"] = load_catalog(catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file())
         known = set(catalog["c"].clouds)
         clouds = tuple(c for c in (query.clouds or ()) if c in known)
         if not clouds:
@@ -160,13 +159,10 @@ def _with_org_budgets(plan: Plan, loaded: LoadedSpec) -> Plan:
 
     lb = loaded.spec.launcher
     owner = lb.owner or _user()  # the run is recorded with this owner too
-    try:
-        from launcher.budgets import load_budgets
+    from launcher.budgets import load_budgets
 
-        if not load_budgets().matching(lb.project, owner):
-            return plan  # no budget applies: skip opening the ledger
-    except ImportError:
-        return plan
+    if not load_budgets().matching(lb.project, owner):
+        return plan  # no budget applies: skip opening the ledger
     ledger = _existing_ledger()
     try:
         price = plan.chosen.scored.offer.price_usd_per_hour * plan.num_nodes

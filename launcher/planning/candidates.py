@@ -16,7 +16,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from launcher.errors import CredentialsError, NoOfferError
+from launcher.errors import CredentialsError
+from pricing.errors import NoOfferError
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import ResourceFields
 from pricing.models import GpuRequest, Offer, OfferQuery, ScoredOffer

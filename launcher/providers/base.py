@@ -12,20 +12,7 @@ from datetime import datetime
 
 from pricing.models import Offer
 
-MANAGED_BY_TAG = "managed-by"
-MANAGED_BY_VALUE = "gpu-launcher"
-# Tags every billable resource carries (see infra/ for how they map to AWS tags / GCP labels).
-REQUIRED_TAGS = (
-    "project",
-    "experiment",
-    "owner",
-    "cost-center",
-    "run-id",
-    "cluster",
-    "managed-by",
-    "created-at",
-    "expires-at",
-)
+from infra.tags import MANAGED_BY_TAG, MANAGED_BY_VALUE, REQUIRED_TAGS  # noqa: F401 - the one tag vocabulary
 
 
 @dataclass(frozen=True)

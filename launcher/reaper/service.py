@@ -30,13 +30,16 @@ def reap_once(policy_path: Path | None, *, dry_run: bool, project: str | None, n
 def _destroy_stack(project: str, cluster: str) -> None:
     """`pulumi destroy` through infra/ so the stack's state stays consistent."""
     from infra import stacks
+    from launcher import paths
 
-    stacks.destroy(project, cluster)
+    stacks.destroy(project, cluster, state_home=paths.home())
 
 
 def _price_lookup(instance) -> float | None:
-    try:
-        from pricing.lookup import hourly_price
-    except ImportError:
-        return None
-    return hourly_price(instance.provider, instance.region, instance.instance_type, spot=instance.spot)
+    from launcher import paths
+    from pricing.lookup import hourly_price
+
+    return hourly_price(
+        instance.provider, instance.region, instance.instance_type, spot=instance.spot,
+        cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file(),
+    )

@@ -175,7 +175,7 @@ def test_plan_without_key_or_cidr_shows_what_up_will_need():
     plan = resource_plan(spec)
     sg = one(plan, "aws:ec2/securityGroup:SecurityGroup")
     assert "required for up" in sg.inputs["ingress"][0]["cidrBlocks"][0]
-    from launcher.errors import BadInputError
+    from infra.errors import InfraInputError as BadInputError
 
     with pytest.raises(BadInputError, match="--ssh-cidr"):
         spec.require_deployable()
