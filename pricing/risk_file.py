@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pricing.errors import PricingInputError
-from pricing.risk import RiskOverride, monthly_fraction_to_hourly_hazard
+from pricing.hazard import RiskOverride, monthly_fraction_to_hourly_hazard
 
 
 class _Rate(BaseModel):

@@ -23,6 +23,14 @@ def _policy_path(policy: Path | None) -> Path | None:
     return default if default.is_file() else None
 
 
+def down_local_cluster(ledger, cluster: str) -> None:
+    """`launcher down CLUSTER`: how the reaper ends a local cluster's run."""
+    from launcher.controller.cleanup import down_target
+    from launcher.providers import registry
+
+    down_target(ledger, cluster, registry.get)
+
+
 @reap_app.callback()
 def reap(
     ctx: typer.Context,
@@ -36,7 +44,7 @@ def reap(
     from launcher.cli.render import info, print_json, print_table
     from launcher.reaper.service import reap_once
 
-    report = reap_once(_policy_path(policy), dry_run=dry_run, project=project)
+    report = reap_once(_policy_path(policy), dry_run=dry_run, project=project, stop_local_cluster=down_local_cluster)
     if json_out:
         print_json([o.to_json() for o in report.outcomes])
     else:

@@ -176,10 +176,11 @@ def run_controller(
 
         t = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
         retry_s = max(0.05, min(5.0, t.gap_seconds / t.speedup))
+    provider_for = make_provider_for(run_id, opts, ledger, job.plan.work_hours)
     deps = ControllerDeps(
         ledger=ledger,
-        provider_for=make_provider_for(run_id, opts, ledger, job.plan.work_hours),
-        executor_for=lambda cloud: executor_for(cloud),
+        provider_for=provider_for,
+        executor_for=lambda cloud: executor_for(cloud, provider_for=provider_for),
         policy=recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None),
         notify=notify,
         capacity_retry_s=retry_s,

@@ -3,18 +3,19 @@
 A local cluster that the ledger records as up, and whose job processes are alive, is one
 "instance" (this machine). Its idle signal is the CPU used by the job's process groups, sampled
 over a short interval; the mark lives in the cluster's tags in the ledger; acting on it goes
-through `launcher down` (the run's controller stops the job cleanly, or the job is cleaned up
-when the controller is gone).
+through the `stop_cluster` the provider was given (the CLI gives it `launcher down`: the run's
+controller stops the job cleanly, or the job is cleaned up when the controller is gone).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
-from launcher.executors.local import run_process_groups
-from launcher.procfs import proc_stats
+from launcher.procfs import proc_stats, run_process_groups
 from launcher.ledger.records import ClusterState
 from launcher.providers.base import IdleSignals, InstanceInfo
 
@@ -87,11 +88,12 @@ def clear_local_tags(ledger, instance_id: str, keys: list[str]) -> None:
     set_local_tags(ledger, instance_id, {k: "" for k in keys})
 
 
-def stop_local_cluster(ledger, instance_id: str, provider_for, *, wait_s: float = 30.0) -> None:
-    """`launcher down` for the cluster: idempotent (an ended run is 'already ended')."""
-    from launcher.controller.cleanup import down_target
+StopCluster = Callable[[Any, str], object]  # (ledger, cluster name): ends the cluster's run
 
+
+def stop_local_cluster(ledger, instance_id: str, stop_cluster: StopCluster) -> None:
+    """End the cluster's run through `stop_cluster` (idempotent: an ended run is left alone)."""
     c = cluster_of(ledger, instance_id)
     if c is None:
         return
-    down_target(ledger, c.name, provider_for, wait_s=wait_s)
+    stop_cluster(ledger, c.name)
