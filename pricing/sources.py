@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pricing.clouds import CATALOG_CLOUDS
 from pricing.errors import PricingInputError
 
-SUPPORTED_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod")
+SUPPORTED_CLOUDS = CATALOG_CLOUDS  # noqa: F401 - the catalog clouds, under the name callers use
 SNAPSHOT_DIR = Path(__file__).parent / "snapshot"
 SNAPSHOT_META = SNAPSHOT_DIR / "snapshot.json"
 

@@ -15,6 +15,7 @@ import typer
 from launcher import paths
 from launcher.cli.app import app
 from launcher.errors import BadInputError, UnknownNameError
+from pricing.clouds import STACK_CLOUDS as CLOUDS  # clouds with Pulumi programs
 
 infra_app = typer.Typer(
     help="Pulumi stacks per cluster: preview (or --dry-run plan), up, destroy, list.",
@@ -22,8 +23,6 @@ infra_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(infra_app, name="infra")
-
-CLOUDS = ("aws", "gcp")
 
 # Options shared by preview and up (typer reads these OptionInfo defaults; they are not mutated).
 _CLOUD = typer.Option(..., "--cloud", help="aws or gcp.")

@@ -27,8 +27,8 @@ from typing import Any
 from launcher.errors import BadInputError
 from launcher.planning.plan import Plan, plan_to_dict
 from launcher.spec.loader import LoadedSpec
+from pricing.clouds import STACK_CLOUDS
 
-STACK_CLOUDS = ("aws", "gcp")  # clouds whose clusters are Pulumi stacks (infra/)
 
 
 def first_cluster_name(run_id: str) -> str:

@@ -13,9 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from launcher.errors import did_you_mean
 from launcher.spec.durations import parse_duration_seconds
+from pricing.clouds import SPEC_CLOUDS  # clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`)
 
-# Clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`); `local` is the embedded backend.
-SPEC_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "kubernetes", "local")
 _CLOUD_ALIASES = {"k8s": "kubernetes", "lambdalabs": "lambda", "google": "gcp", "amazon": "aws"}
 
 _Model = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
