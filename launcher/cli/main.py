@@ -13,6 +13,7 @@ import traceback
 import typer
 
 from launcher.cli.app import GLOBALS, app
+from launcher.cli.argv import hoist_global_options
 
 try:  # typer >= 0.20 vendors click; its usage errors are raised from there
     from typer._click.exceptions import ClickException
@@ -43,6 +44,7 @@ def _debug_requested(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
+    argv = hoist_global_options(argv)
     try:
         rv = app(args=argv, prog_name="launcher", standalone_mode=False)
         # Without standalone mode typer returns a `typer.Exit`'s code instead of raising it;
