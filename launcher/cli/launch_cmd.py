@@ -16,6 +16,12 @@ from launcher.cli.app import GLOBALS, app
 from launcher.errors import BadInputError, ExitCode, JobFailedError, LauncherError, RefusedError
 
 
+def _state_text(state: str, end_reason: str | None) -> str:
+    from launcher.controller.states import state_text  # imported when used: keeps the CLI fast to start
+
+    return state_text(state, end_reason)
+
+
 class RunCancelledError(LauncherError):
     exit_code = ExitCode.INTERRUPTED
 
@@ -271,7 +277,7 @@ def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_star
     finally:
         follower.stop()
     cost = ledger.run_spend_usd(run_id)
-    info(f"[launcher] run {run_id}: {result.state}" + (f" ({result.end_reason})" if result.end_reason else "") + f", {result.attempts} attempt(s), cost ${cost:,.4f}")
+    info(f"[launcher] run {run_id}: {_state_text(result.state, result.end_reason)}, {result.attempts} attempt(s), cost ${cost:,.4f}")
     if result.state == "succeeded":
         return
     if result.state == "failed":
