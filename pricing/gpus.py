@@ -145,7 +145,7 @@ def _parse_count(count_s: str, spec: str) -> int:
     except ValueError:
         raise PricingInputError(f"malformed GPU count in {spec!r}", hint="the count must be a whole number >= 1") from None
     if value <= 0:
-        raise PricingInputError(f"GPU count must be at least 1 in {spec!r}")
+        raise PricingInputError(f"GPU count must be at least 1 (a whole number >= 1) in {spec!r}")
     if value != int(value):
-        raise PricingInputError(f"GPU count must be a whole number in {spec!r}")
+        raise PricingInputError(f"GPU count must be a whole number >= 1 in {spec!r}")
     return int(value)

@@ -51,18 +51,15 @@ _JSON = typer.Option(False, "--json", help="Print JSON.")
 
 
 def _parse_gpus(value: str | None) -> tuple[str | None, int]:
+    """One GPU shape (or none), parsed by `pricing.gpus.parse_gpus`."""
     if not value or value.lower() == "none":
         return None, 0
-    name, _, count = value.partition(":")
-    if not name.strip():
-        raise BadInputError(f"--gpus {value!r}: expected NAME[:COUNT], e.g. V100:1")
-    try:
-        n = int(count) if count else 1
-    except ValueError:
-        raise BadInputError(f"--gpus {value!r}: COUNT must be a whole number") from None
-    if n < 1:
-        raise BadInputError(f"--gpus {value!r}: COUNT must be >= 1")
-    return name.strip(), n
+    from pricing.gpus import parse_gpus
+
+    shapes = parse_gpus(value)
+    if len(shapes) != 1:
+        raise BadInputError(f"--gpus {value!r}: a cluster has one GPU shape, e.g. V100:1")
+    return shapes[0].name, shapes[0].count
 
 
 def _spec_from_flags(*, cloud, region, zone, instance_type, gpus, num_nodes, spot, project, experiment,
