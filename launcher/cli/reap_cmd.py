@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from launcher.cli.app import app
+
+if TYPE_CHECKING:
+    from launcher.ledger.interfaces import LedgerWriter
 
 reap_app = typer.Typer(help="Find idle managed GPU machines and tear them down (mark, then act after a grace period).", invoke_without_command=True, no_args_is_help=False)
 schedule_app = typer.Typer(help="Install, show or remove the nightly reap schedule (cron).", no_args_is_help=True)
@@ -23,7 +27,7 @@ def _policy_path(policy: Path | None) -> Path | None:
     return default if default.is_file() else None
 
 
-def down_local_cluster(ledger, cluster: str) -> None:
+def down_local_cluster(ledger: LedgerWriter, cluster: str) -> None:
     """`launcher down CLUSTER`: how the reaper ends a local cluster's run."""
     from launcher.controller.cleanup import down_target
     from launcher.providers import registry

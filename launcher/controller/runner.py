@@ -29,6 +29,7 @@ from launcher.controller.controller import Controller, ControllerDeps, RunJob, R
 from launcher.controller.recovery import recovery_policy
 from launcher.errors import BadInputError, ConflictError, NotFoundError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS
+from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
 from launcher.planning.tags import run_tags, user_name
 from launcher.spec.loader import LoadedSpec, load_spec_text
@@ -67,7 +68,7 @@ def redacted_spec_text(loaded: LoadedSpec) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, prov=None) -> str:
+def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger: LedgerWriter, prov=None) -> str:
     """Record the run (PENDING) and lay out its directory. Returns the run id."""
     from launcher.ledger.records import RunRecord
 
@@ -102,7 +103,7 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, 
     return prov.run_id
 
 
-def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
+def load_job(run_id: str, ledger: LedgerReader) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
     rd = run_dir(run_id)
     try:
         text = (rd / "spec.yaml").read_text()
@@ -126,7 +127,7 @@ def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
     return job, opts, loaded
 
 
-def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: float):
+def make_provider_for(run_id: str, opts: LaunchOptions, ledger: LedgerReader, expected_hours: float):
     """local -> one LocalProvider per controller (with the simulated preemption schedule,
     continuing after the placements already made); others from the registry."""
     from launcher.ledger.records import EndReason
@@ -213,7 +214,7 @@ def spawn_detached(run_id: str) -> int:
     return proc.pid
 
 
-def check_resumable(ledger, run_id: str):
+def check_resumable(ledger: LedgerReader, run_id: str):
     """The run, if it can be resumed: live state and no live controller."""
     from launcher.controller.liveness import controller_liveness
     from launcher.controller.states import is_terminal

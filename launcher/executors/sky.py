@@ -42,7 +42,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
-from launcher.providers.base import ClusterHandle, Provider
+from launcher.providers.base import ClusterHandle, Provider, ReclaimCheck
 
 CHECKPOINT_MOUNT = "/checkpoints"
 TELEMETRY_ENV = "SKYPILOT_DISABLE_USAGE_COLLECTION"
@@ -418,8 +418,7 @@ class SkyExecution(Execution):
         reclaimed = [
             iid
             for iid in gone
-            if provider is not None
-            and getattr(provider, "was_preempted", None)
+            if isinstance(provider, ReclaimCheck)
             and provider.was_preempted(self._where_preempted(), iid)
         ]
         if reclaimed:

@@ -13,9 +13,9 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from launcher.procfs import proc_stats, run_process_groups
+from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.ledger.records import ClusterState
 from launcher.providers.base import IdleSignals, InstanceInfo
 
@@ -28,7 +28,7 @@ def _node_ids(cluster) -> list[str]:
     return ids or [f"{cluster.name}-n0"]
 
 
-def list_local_instances(ledger, tag_filter: dict[str, str] | None, *, instance_type: str) -> list[InstanceInfo]:
+def list_local_instances(ledger: LedgerReader, tag_filter: dict[str, str] | None, *, instance_type: str) -> list[InstanceInfo]:
     out = []
     for c in ledger.clusters(provider="local", state=LIVE_CLUSTER_STATES):
         if any(c.tags.get(k) != v for k, v in (tag_filter or {}).items()):
@@ -45,7 +45,7 @@ def list_local_instances(ledger, tag_filter: dict[str, str] | None, *, instance_
     return out
 
 
-def cluster_of(ledger, instance_id: str):
+def cluster_of(ledger: LedgerReader, instance_id: str):
     for c in ledger.clusters(provider="local"):
         if instance_id in _node_ids(c):
             return c
@@ -69,7 +69,7 @@ def cpu_utilization_pct(run_id: str, sample_s: float = 1.0) -> float | None:
     return max(0.0, (after - before) / sample_s * 100.0)
 
 
-def local_idle_signals(ledger, instance: InstanceInfo, sample_s: float = 1.0) -> IdleSignals:
+def local_idle_signals(ledger: LedgerReader, instance: InstanceInfo, sample_s: float = 1.0) -> IdleSignals:
     c = cluster_of(ledger, instance.instance_id)
     if c is None or not c.run_id:
         return IdleSignals(None, None, 0)
@@ -77,21 +77,21 @@ def local_idle_signals(ledger, instance: InstanceInfo, sample_s: float = 1.0) ->
     return IdleSignals(gpu_utilization_pct=None, cpu_utilization_pct=cpu, samples=0 if cpu is None else 1)
 
 
-def set_local_tags(ledger, instance_id: str, tags: dict[str, str]) -> None:
+def set_local_tags(ledger: LedgerWriter, instance_id: str, tags: dict[str, str]) -> None:
     c = cluster_of(ledger, instance_id)
     if c is not None:
         ledger.upsert_cluster(replace(c, tags=dict(tags)))  # tags are merged by the ledger
 
 
-def clear_local_tags(ledger, instance_id: str, keys: list[str]) -> None:
+def clear_local_tags(ledger: LedgerWriter, instance_id: str, keys: list[str]) -> None:
     """The ledger merges tags, so a cleared tag is stored empty (readers treat '' as absent)."""
     set_local_tags(ledger, instance_id, {k: "" for k in keys})
 
 
-StopCluster = Callable[[Any, str], object]  # (ledger, cluster name): ends the cluster's run
+StopCluster = Callable[[LedgerWriter, str], object]  # (ledger, cluster name): ends the cluster's run
 
 
-def stop_local_cluster(ledger, instance_id: str, stop_cluster: StopCluster) -> None:
+def stop_local_cluster(ledger: LedgerWriter, instance_id: str, stop_cluster: StopCluster) -> None:
     """End the cluster's run through `stop_cluster` (idempotent: an ended run is left alone)."""
     c = cluster_of(ledger, instance_id)
     if c is None:
