@@ -78,7 +78,7 @@ def launch(
         raise BadInputError("--json goes with --dry-run (a launch streams the job's output)")
 
     from launcher.controller.recovery import recovery_policy
-    from launcher.planning import Overrides, make_plan, plan_lines
+    from launcher.planning import Overrides, local_offer, make_plan, plan_lines
     from launcher.providers.local import PreemptionSchedule
     from launcher.spec import load_spec
 
@@ -106,8 +106,8 @@ def launch(
         if not simulated:
             raise BadInputError("--simulate-price goes with --simulate-preemptions or --simulate-trace")
         SimulatedPrices.parse(simulate_price)  # bad input -> exit 2 before anything is written
-        # The controller (foreground or detached) builds its LocalProvider from the environment.
-        os.environ[SIMULATE_PRICE_ENV] = simulate_price
+    # The price reaches the plan and, through LaunchOptions, the controller (foreground or detached).
+    price_text = (simulate_price if simulate_price is not None else os.environ.get(SIMULATE_PRICE_ENV)) if simulated else None
     if ssh_cidr is not None:
         import ipaddress
 
@@ -125,7 +125,7 @@ def launch(
         loaded,
         overrides=Overrides(clouds=clouds, spot=spot),
         catalog_dir=catalog_dir or GLOBALS.catalog_dir,
-        local_offer=_local_offer(simulated),
+        local_offer=local_offer(simulated=simulated, simulate_price=price_text),
         dry_run=dry_run,
     )
     if not as_json:
@@ -149,7 +149,7 @@ def launch(
         simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, simulate_within_s=simulate_within,
         simulate_trace=str(simulate_trace) if simulate_trace else None, trace_speedup=trace_speedup,
         trace_start_tick=trace_start_tick, grace_s=grace_seconds, ssh_cidr=ssh_cidr,
-        simulate_price=os.environ.get(SIMULATE_PRICE_ENV) if simulated else None,
+        simulate_price=price_text,
     )  # fmt: skip
     with Ledger() as ledger:
         run_id = prepare_run(loaded, plan, options, ledger, prov)
@@ -198,13 +198,6 @@ def _clouds(values: list[str]) -> tuple[str, ...] | None:
             except ValueError as e:
                 raise BadInputError(f"--cloud: {e}") from None
     return tuple(out) or None
-
-
-def _local_offer(simulated: bool):
-    """The local offer as the controller's provider will describe it (spot when simulated)."""
-    from launcher.providers.local import LocalProvider, PreemptionSchedule
-
-    return LocalProvider(PreemptionSchedule((1.0,)) if simulated else None).offer()
 
 
 def _confirm(plan, *, ask_which: bool):

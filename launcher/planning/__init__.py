@@ -34,6 +34,15 @@ def _user() -> str:
     return user_name()
 
 
+def local_offer(*, simulated: bool, simulate_price: str | None = None) -> Offer:
+    """The local offer as the controller's provider will describe it: spot when preemptions are
+    simulated, at `simulate_price` ('SPOT[,ON_DEMAND]' USD/h) when given."""
+    from launcher.providers.local import LocalProvider, PreemptionSchedule, SimulatedPrices
+
+    prices = SimulatedPrices.parse(simulate_price) if simulate_price else None
+    return LocalProvider(PreemptionSchedule((1.0,)) if simulated else None, prices=prices).offer()
+
+
 def _existing_ledger():
     """The ledger if it exists already (a dry run must not create the database), else None."""
     from launcher import paths
