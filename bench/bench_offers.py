@@ -146,14 +146,15 @@ def bench_rank(catalog_dir: Path, home: Path, reps: int) -> dict[str, float]:
     from pricing.models import OfferQuery
     from pricing.rank import explain_offers
 
+    cache = home / "catalogs"  # the launcher's cache folder under this LAUNCHER_HOME
     t0 = time.perf_counter()
-    cat = load_catalog(catalog_dir, use_parsed_cache=False)
+    cat = load_catalog(catalog_dir, cache_dir=cache, use_parsed_cache=False)
     parse_s = time.perf_counter() - t0
     clear_process_cache()
-    load_catalog(catalog_dir)  # parses again and writes the parsed cache
+    load_catalog(catalog_dir, cache_dir=cache)  # parses again and writes the parsed cache
     clear_process_cache()
     t0 = time.perf_counter()
-    cat = load_catalog(catalog_dir)
+    cat = load_catalog(catalog_dir, cache_dir=cache)
     cached_s = time.perf_counter() - t0
     q = OfferQuery(gpus=parse_gpus("H100:8"))
     explain_offers(cat, q, limit=20)  # warm-up
