@@ -9,7 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
-from launcher.errors import ToolMissingError
+from infra.errors import ToolMissingError
 
 INSTALL_HINT = (
     "install it with `curl -fsSL https://get.pulumi.com | sh` (puts it in ~/.pulumi/bin) "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from launcher.errors import BadInputError
+from infra.errors import InfraInputError
 
 PULUMI_PROJECT = "gpu-launcher"  # the Pulumi project every stack lives in
 STACK_NAME_MAX_CHARS = 100
@@ -29,7 +29,7 @@ def _digest(text: str, n: int) -> str:
 
 def _part(text: str, max_chars: int) -> str:
     if not text or not text.strip():
-        raise BadInputError("project and cluster names must not be empty")
+        raise InfraInputError("project and cluster names must not be empty")
     clean = _BAD.sub("-", text.strip().lower())
     if clean != text or len(clean) > max_chars:
         clean = clean[: max_chars - 7].rstrip("-") + "-" + _digest(text, 6)

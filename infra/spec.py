@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from infra import naming
 from infra.tags import validate_tags
-from launcher.errors import BadInputError
+from infra.errors import InfraInputError
 
 Cloud = Literal["aws", "gcp"]
 
@@ -107,7 +107,7 @@ class ClusterInfraSpec(BaseModel):
 
     @classmethod
     def build(cls, **fields) -> ClusterInfraSpec:
-        """Construct, turning pydantic's errors into one BadInputError."""
+        """Construct, turning pydantic's errors into one InfraInputError."""
         try:
             return cls(**fields)
         except ValidationError as e:
@@ -116,7 +116,7 @@ class ClusterInfraSpec(BaseModel):
                 loc = ".".join(str(x) for x in err["loc"])
                 msg = err["msg"].removeprefix("Value error, ")
                 parts.append(f"{loc}: {msg}" if loc else msg)
-            raise BadInputError("bad cluster spec: " + "; ".join(parts)) from None
+            raise InfraInputError("bad cluster spec: " + "; ".join(parts)) from None
 
     @classmethod
     def from_offer(
@@ -131,7 +131,7 @@ class ClusterInfraSpec(BaseModel):
     ) -> ClusterInfraSpec:
         """From a `pricing.models.Offer` (cloud aws|gcp) and a tag set from `infra.tags.build_tags`."""
         if offer.cloud not in ("aws", "gcp"):
-            raise BadInputError(f"no Pulumi program for cloud {offer.cloud!r} (have: aws, gcp)")
+            raise InfraInputError(f"no Pulumi program for cloud {offer.cloud!r} (have: aws, gcp)")
         fields = dict(
             cloud=offer.cloud,
             project=tags.get("project", ""),
@@ -173,7 +173,7 @@ class ClusterInfraSpec(BaseModel):
         if not self.ssh_public_key:
             missing.append("--ssh-public-key (a public key file)")
         if missing:
-            raise BadInputError("cannot deploy without " + " and ".join(missing))
+            raise InfraInputError("cannot deploy without " + " and ".join(missing))
 
 
 def read_public_key(path: Path | None) -> str | None:
@@ -184,8 +184,8 @@ def read_public_key(path: Path | None) -> str | None:
         if p.is_file():
             text = p.read_text().strip()
             if not text.startswith(("ssh-", "ecdsa-")):
-                raise BadInputError(f"{p} does not look like an SSH public key")
+                raise InfraInputError(f"{p} does not look like an SSH public key")
             return text
         if path is not None:
-            raise BadInputError(f"no such public key file: {p}")
+            raise InfraInputError(f"no such public key file: {p}")
     return None

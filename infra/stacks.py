@@ -1,11 +1,13 @@
 """One Pulumi stack per cluster, driven through the Automation API (inline programs).
 
 - Stack name: `infra.naming.stack_name(project, cluster)`, in the Pulumi project `gpu-launcher`.
+- State home: every operation takes `state_home`, the folder this library keeps its state in
+  (the launcher passes LAUNCHER_HOME).
 - Backend: `LAUNCHER_PULUMI_BACKEND` (`s3://bucket/prefix`, `gs://bucket/prefix`, `file:///dir`),
-  default `file://<LAUNCHER_HOME>/pulumi` (`launcher.paths.pulumi_state_dir()`).
+  default `file://<state_home>/pulumi`.
 - Secrets: the passphrase provider. `PULUMI_CONFIG_PASSPHRASE` or `PULUMI_CONFIG_PASSPHRASE_FILE`
   from the environment when set; otherwise a generated passphrase in
-  `<LAUNCHER_HOME>/pulumi-passphrase` (mode 0600, created once, never overwritten when non-empty).
+  `<state_home>/pulumi-passphrase` (mode 0600, created once, never overwritten when non-empty).
   Losing it makes the stack's secrets unreadable; back it up with the state for team backends.
 - Every function that needs the Pulumi CLI checks for it FIRST (`infra.cli_check.require_pulumi`)
   and raises ToolMissingError before creating a directory, a passphrase or touching a cloud.
@@ -30,10 +32,7 @@ from urllib.parse import urlparse
 from infra import naming
 from infra.cli_check import require_pulumi
 from infra.spec import ClusterInfraSpec
-from launcher import paths
-from launcher.atomic import fsync_dir
-from launcher.errors import BadInputError, ConflictError, NotFoundError, ProviderError
-from launcher.providers.base import ClusterHandle, Node
+from infra.errors import InfraInputError, InfraProviderError, StackBusyError, StackNotFoundError
 
 BACKEND_ENV = "LAUNCHER_PULUMI_BACKEND"
 PASSPHRASE_FILE_NAME = "pulumi-passphrase"
@@ -73,18 +72,6 @@ class StackOutputs:
             ssh_user=str(outputs.get("ssh_user") or "ubuntu"),
         )
 
-    def to_cluster_handle(self, cluster: str) -> ClusterHandle:
-        nodes = tuple(
-            Node(instance_id=iid, ip=(self.public_ips[i] if i < len(self.public_ips) else None), rank=i)
-            for i, iid in enumerate(self.instance_ids)
-        )
-        extra = {"ssh_user": self.ssh_user}
-        if self.bucket:
-            extra["bucket"] = self.bucket
-        return ClusterHandle(
-            cluster=cluster, provider=self.cloud, region=self.region, zone=self.zone,
-            nodes=nodes, stack=self.stack, extra=extra,
-        )
 
 
 @dataclass(frozen=True)
@@ -107,14 +94,14 @@ class StackSummary:
 # ---- backend and secrets -----------------------------------------------------------------------
 
 
-def backend_url() -> str:
-    """The state backend URL: LAUNCHER_PULUMI_BACKEND, or the file backend under LAUNCHER_HOME."""
+def backend_url(state_home: Path) -> str:
+    """The state backend URL: LAUNCHER_PULUMI_BACKEND, or the file backend under `state_home`."""
     url = os.environ.get(BACKEND_ENV, "").strip()
     if not url:
-        return f"file://{paths.pulumi_state_dir().resolve()}"
+        return f"file://{(Path(state_home) / 'pulumi').resolve()}"
     scheme = urlparse(url).scheme
     if scheme not in _SCHEMES:
-        raise BadInputError(
+        raise InfraInputError(
             f"{BACKEND_ENV}={url!r}: unsupported backend", hint="use file:///dir, s3://bucket/prefix or gs://bucket/prefix"
         )
     return url
@@ -127,18 +114,19 @@ def _file_backend_dir(url: str) -> Path | None:
     return Path(parsed.netloc + parsed.path).expanduser() if parsed.netloc not in ("", "localhost") else Path(parsed.path)
 
 
-def passphrase_env() -> dict[str, str]:
+def passphrase_env(state_home: Path) -> dict[str, str]:
     """Env for the passphrase secrets provider; creates the passphrase file when none is configured."""
     if os.environ.get("PULUMI_CONFIG_PASSPHRASE") is not None:
         return {"PULUMI_CONFIG_PASSPHRASE": os.environ["PULUMI_CONFIG_PASSPHRASE"]}
     if os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
         return {"PULUMI_CONFIG_PASSPHRASE_FILE": os.environ["PULUMI_CONFIG_PASSPHRASE_FILE"]}
-    return {"PULUMI_CONFIG_PASSPHRASE_FILE": str(ensure_passphrase_file())}
+    return {"PULUMI_CONFIG_PASSPHRASE_FILE": str(ensure_passphrase_file(state_home))}
 
 
-def ensure_passphrase_file(home: Path | None = None) -> Path:
-    """`<LAUNCHER_HOME>/pulumi-passphrase`, created 0600 with O_EXCL (two racing processes agree)."""
-    home = home or paths.ensure_home()
+def ensure_passphrase_file(state_home: Path) -> Path:
+    """`<state_home>/pulumi-passphrase`, created 0600 with O_EXCL (two racing processes agree)."""
+    home = Path(state_home)
+    home.mkdir(parents=True, exist_ok=True)
     path = home / PASSPHRASE_FILE_NAME
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -153,22 +141,35 @@ def ensure_passphrase_file(home: Path | None = None) -> Path:
         f.flush()
         os.fsync(f.fileno())
     os.chmod(path, 0o600)
-    fsync_dir(home)
+    _fsync_dir(home)
     return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
 
 
 # ---- workspace ---------------------------------------------------------------------------------
 
 
-def _workspace_options(pulumi_bin: Path, program: Callable[[], None] | None):
+def _workspace_options(pulumi_bin: Path, program: Callable[[], None] | None, state_home: Path):
     from pulumi import automation as auto
 
-    url = backend_url()
+    url = backend_url(state_home)
     state_dir = _file_backend_dir(url)
     if state_dir is not None:
         state_dir.mkdir(parents=True, exist_ok=True)
     env = {
-        **passphrase_env(),
+        **passphrase_env(state_home),
         "PULUMI_BACKEND_URL": url,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
@@ -187,22 +188,22 @@ def _workspace_options(pulumi_bin: Path, program: Callable[[], None] | None):
 
 
 @contextmanager
-def _automation_errors(stack: str) -> Iterator[None]:
-    """Pulumi's CommandErrors -> our hierarchy, with the useful tail of the CLI's output."""
+def _automation_errors(stack: str, state_home: Path) -> Iterator[None]:
+    """Pulumi's CommandErrors -> this library's errors, with the useful tail of the CLI's output."""
     from pulumi.automation import errors as perr
 
     try:
         yield
     except perr.StackNotFoundError as e:
-        raise NotFoundError(f"no Pulumi stack {stack!r} in {backend_url()}") from e
+        raise StackNotFoundError(f"no Pulumi stack {stack!r} in {backend_url(state_home)}") from e
     except perr.ConcurrentUpdateError as e:
-        raise ConflictError(f"stack {stack!r} is being updated by another process", hint="retry when it finishes") from e
+        raise StackBusyError(f"stack {stack!r} is being updated by another process", hint="retry when it finishes") from e
     except perr.CommandError as e:
         tail = "\n".join(str(e).strip().splitlines()[-15:])
-        raise ProviderError(f"pulumi failed on stack {stack!r}:\n{tail}") from e
+        raise InfraProviderError(f"pulumi failed on stack {stack!r}:\n{tail}") from e
 
 
-def _stack_for(spec: ClusterInfraSpec, action: str):
+def _stack_for(spec: ClusterInfraSpec, action: str, state_home: Path):
     from pulumi import automation as auto
 
     from infra.plan import program_for
@@ -210,35 +211,35 @@ def _stack_for(spec: ClusterInfraSpec, action: str):
     pulumi_bin = require_pulumi(action)  # before anything is created or written
     spec.require_deployable()
     program = program_for(spec)
-    with _automation_errors(spec.stack_name):
+    with _automation_errors(spec.stack_name, state_home):
         return auto.create_or_select_stack(
             spec.stack_name, project_name=naming.PULUMI_PROJECT, program=program,
-            opts=_workspace_options(pulumi_bin, program),
+            opts=_workspace_options(pulumi_bin, program, state_home),
         )
 
 
 # ---- operations --------------------------------------------------------------------------------
 
 
-def preview(spec: ClusterInfraSpec, *, on_output: OnOutput | None = None) -> PreviewSummary:
+def preview(spec: ClusterInfraSpec, *, state_home: Path, on_output: OnOutput | None = None) -> PreviewSummary:
     """`pulumi preview` of the cluster's stack against the real cloud (needs CLI + credentials)."""
-    stack = _stack_for(spec, "launcher infra preview")
-    with _automation_errors(spec.stack_name):
+    stack = _stack_for(spec, "launcher infra preview", state_home)
+    with _automation_errors(spec.stack_name, state_home):
         result = stack.preview(on_output=on_output, color="never")
     changes = {str(k): int(v) for k, v in (result.change_summary or {}).items()}
     return PreviewSummary(stack=spec.stack_name, changes=changes, stdout=result.stdout)
 
 
-def up(spec: ClusterInfraSpec, *, on_output: OnOutput | None = None) -> StackOutputs:
+def up(spec: ClusterInfraSpec, *, state_home: Path, on_output: OnOutput | None = None) -> StackOutputs:
     """Create or update the cluster's stack; returns its outputs (instance ids, IPs, bucket)."""
-    stack = _stack_for(spec, "launcher infra up")
-    with _automation_errors(spec.stack_name):
+    stack = _stack_for(spec, "launcher infra up", state_home)
+    with _automation_errors(spec.stack_name, state_home):
         result = stack.up(on_output=on_output, color="never")
     outputs = {k: v.value for k, v in result.outputs.items()}
     return StackOutputs.from_outputs(spec.stack_name, outputs)
 
 
-def destroy(project: str, cluster: str, *, on_output: OnOutput | None = None) -> bool:
+def destroy(project: str, cluster: str, *, state_home: Path, on_output: OnOutput | None = None) -> bool:
     """Destroy the cluster's resources and remove its stack. Idempotent: False when no such stack.
 
     The checkpoint bucket is retained (removed from state, kept in the cloud) when the stack was
@@ -253,11 +254,11 @@ def destroy(project: str, cluster: str, *, on_output: OnOutput | None = None) ->
     def nothing() -> None:  # destroy needs a program; the resources come from the state
         return None
 
-    with _automation_errors(name):
+    with _automation_errors(name, state_home):
         try:
             stack = auto.select_stack(
                 name, project_name=naming.PULUMI_PROJECT, program=nothing,
-                opts=_workspace_options(pulumi_bin, nothing),
+                opts=_workspace_options(pulumi_bin, nothing, state_home),
             )
         except perr.StackNotFoundError:
             return False
@@ -265,17 +266,17 @@ def destroy(project: str, cluster: str, *, on_output: OnOutput | None = None) ->
     return True
 
 
-def list_stacks() -> list[StackSummary]:
+def list_stacks(state_home: Path) -> list[StackSummary]:
     """Stacks of the `gpu-launcher` project in the backend. File backends need no CLI."""
-    url = backend_url()
+    url = backend_url(state_home)
     state_dir = _file_backend_dir(url)
     if state_dir is not None:
         return _list_file_backend(state_dir, url)
     from pulumi import automation as auto
 
     pulumi_bin = require_pulumi("launcher infra list")
-    ws = auto.LocalWorkspace(opts=_workspace_options(pulumi_bin, None))
-    with _automation_errors("*"):
+    ws = auto.LocalWorkspace(opts=_workspace_options(pulumi_bin, None, state_home))
+    with _automation_errors("*", state_home):
         found = ws.list_stacks(include_all=False)
     out = []
     for s in found:

@@ -1,11 +1,11 @@
 """The mandatory cost-allocation tags, and how they map to GCP labels.
 
-Every billable resource a stack creates carries REQUIRED_TAGS (launcher/providers/base.py):
+Every billable resource a stack creates carries REQUIRED_TAGS (defined below):
 
     project, experiment, owner, cost-center, run-id, cluster,
     managed-by=gpu-launcher, created-at, expires-at
 
-`build_tags` makes that set from a typed `TagInput` and refuses (BadInputError naming every
+`build_tags` makes that set from a typed `TagInput` and refuses (InfraInputError naming every
 missing one) before anything is planned or provisioned. Timestamps are UTC ISO 8601 with
 seconds, e.g. `2026-11-30T08:00:00Z`.
 
@@ -39,8 +39,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from launcher.errors import BadInputError
-from launcher.providers.base import MANAGED_BY_TAG, MANAGED_BY_VALUE, REQUIRED_TAGS
+from infra.errors import InfraInputError
+
+MANAGED_BY_TAG = "managed-by"
+MANAGED_BY_VALUE = "gpu-launcher"
+# Tags every billable resource carries (AWS tags as they are, GCP labels through `to_gcp_labels`).
+REQUIRED_TAGS = (
+    "project",
+    "experiment",
+    "owner",
+    "cost-center",
+    "run-id",
+    "cluster",
+    "managed-by",
+    "created-at",
+    "expires-at",
+)
 
 TIMESTAMP_TAGS = ("created-at", "expires-at")
 _TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -98,7 +112,7 @@ def format_timestamp(ts: datetime) -> str:
 
 def parse_timestamp(value: str) -> datetime:
     if not _TS_RE.match(value):
-        raise BadInputError(f"bad timestamp {value!r}: expected UTC like 2026-11-30T08:00:00Z")
+        raise InfraInputError(f"bad timestamp {value!r}: expected UTC like 2026-11-30T08:00:00Z")
     return datetime.strptime(value, _TS_FORMAT).replace(tzinfo=UTC)
 
 
@@ -117,19 +131,19 @@ def build_tags(inp: TagInput, *, now: datetime | None = None) -> dict[str, str]:
         expires: datetime | None = inp.expires_at
     elif inp.ttl_hours is not None:
         if inp.ttl_hours <= 0:
-            raise BadInputError(f"ttl must be positive, got {inp.ttl_hours} hours")
+            raise InfraInputError(f"ttl must be positive, got {inp.ttl_hours} hours")
         expires = created + timedelta(hours=inp.ttl_hours)
     else:
         expires = None
         missing.append("expires-at")
     if missing:
         flags = [(_FIELD_FOR_TAG[m][1] if m in _FIELD_FOR_TAG else "--ttl-hours") for m in missing]
-        raise BadInputError(
+        raise InfraInputError(
             "missing mandatory tags: " + ", ".join(missing),
             hint="set them with " + " ".join(flags) + " (or `tags:` in the task spec)",
         )
     if format_timestamp(expires) <= format_timestamp(created):
-        raise BadInputError(f"expires-at {format_timestamp(expires)} is not after created-at {format_timestamp(created)}")
+        raise InfraInputError(f"expires-at {format_timestamp(expires)} is not after created-at {format_timestamp(created)}")
     tags = {
         "project": values["project"],
         "experiment": values["experiment"],
@@ -143,7 +157,7 @@ def build_tags(inp: TagInput, *, now: datetime | None = None) -> dict[str, str]:
     }
     for k, v in inp.extra.items():
         if k in tags:
-            raise BadInputError(f"extra tag {k!r} would override a mandatory tag")
+            raise InfraInputError(f"extra tag {k!r} would override a mandatory tag")
         tags[k] = str(v)
     validate_tags(tags)
     return tags
@@ -153,13 +167,13 @@ def validate_tags(tags: Mapping[str, str]) -> None:
     """Refuse a tag set that lacks a mandatory tag or breaks AWS tag rules (one message)."""
     missing = [t for t in REQUIRED_TAGS if not str(tags.get(t, "")).strip()]
     if missing:
-        raise BadInputError("missing mandatory tags: " + ", ".join(missing))
+        raise InfraInputError("missing mandatory tags: " + ", ".join(missing))
     if tags[MANAGED_BY_TAG] != MANAGED_BY_VALUE:
-        raise BadInputError(f"tag {MANAGED_BY_TAG} must be {MANAGED_BY_VALUE!r}, got {tags[MANAGED_BY_TAG]!r}")
+        raise InfraInputError(f"tag {MANAGED_BY_TAG} must be {MANAGED_BY_VALUE!r}, got {tags[MANAGED_BY_TAG]!r}")
     for t in TIMESTAMP_TAGS:
         parse_timestamp(tags[t])
     if len(tags) > AWS_MAX_TAGS:
-        raise BadInputError(f"{len(tags)} tags; AWS allows at most {AWS_MAX_TAGS}")
+        raise InfraInputError(f"{len(tags)} tags; AWS allows at most {AWS_MAX_TAGS}")
     problems = []
     for k, v in tags.items():
         if not (1 <= len(k) <= 128) or not _AWS_TAG_CHARS.match(k) or k.lower().startswith("aws:"):
@@ -167,7 +181,7 @@ def validate_tags(tags: Mapping[str, str]) -> None:
         elif len(v) > 256 or not _AWS_TAG_CHARS.match(v):
             problems.append(f"{k}={v!r}")
     if problems:
-        raise BadInputError(
+        raise InfraInputError(
             "invalid tags: " + ", ".join(problems),
             hint="tags may hold letters, digits, spaces and _ . : / = + - @ (keys <= 128, values <= 256 chars; no aws: prefix)",
         )
@@ -203,11 +217,11 @@ def to_gcp_labels(tags: Mapping[str, str]) -> dict[str, str]:
     for k, v in tags.items():
         lk = gcp_label_key(k)
         if lk in labels:
-            raise BadInputError(f"tags {source[lk]!r} and {k!r} both become GCP label {lk!r}")
+            raise InfraInputError(f"tags {source[lk]!r} and {k!r} both become GCP label {lk!r}")
         labels[lk] = gcp_label_value(v, key=k)
         source[lk] = k
     if len(labels) > GCP_MAX_LABELS:
-        raise BadInputError(f"{len(labels)} labels; GCP allows at most {GCP_MAX_LABELS}")
+        raise InfraInputError(f"{len(labels)} labels; GCP allows at most {GCP_MAX_LABELS}")
     return labels
 
 
@@ -233,3 +247,38 @@ def label_is_lossless(key: str, value: str) -> bool:
 
 def is_valid_gcp_label(key: str, value: str) -> bool:
     return bool(_GCP_VALID_KEY.match(key)) and bool(_GCP_VALID_VALUE.match(value))
+
+
+# ---- the tags of a run and of each of its clusters ---------------------------------------------
+
+
+def run_tags(inp: TagInput, *, now: datetime | None = None) -> dict[str, str]:
+    """The tags every resource of one run carries, all but `cluster` (each cluster adds its own).
+
+    `inp.extra` (the spec's labels and tags) come first and the mandatory tags override them.
+    `expires_at` or `ttl_hours` gives expiry. Values are taken as given; `validate_tags` checks
+    the full set once the cluster is known.
+    """
+    created = inp.created_at or now or datetime.now(UTC)
+    if inp.expires_at is not None:
+        expires = inp.expires_at
+    elif inp.ttl_hours is not None:
+        expires = created + timedelta(hours=inp.ttl_hours)
+    else:
+        raise InfraInputError("run tags need expires_at or ttl_hours")
+    return {
+        **{k: str(v) for k, v in inp.extra.items()},
+        "project": str(inp.project),
+        "experiment": str(inp.experiment),
+        "owner": str(inp.owner),
+        "cost-center": str(inp.cost_center),
+        "run-id": str(inp.run_id),
+        MANAGED_BY_TAG: MANAGED_BY_VALUE,
+        "created-at": format_timestamp(created),
+        "expires-at": format_timestamp(expires),
+    }
+
+
+def cluster_tags(run: Mapping[str, str], *, cluster: str, run_id: str) -> dict[str, str]:
+    """A run's tags for one of its clusters: `cluster` set, `run-id` and `managed-by` ensured."""
+    return {**run, "cluster": cluster, "run-id": run_id, MANAGED_BY_TAG: MANAGED_BY_VALUE}

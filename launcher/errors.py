@@ -1,5 +1,9 @@
 """The one error hierarchy. The CLI catches `LauncherError` once and maps it to an exit code.
 
+The libraries `pricing` and `infra` raise their own errors (`pricing.errors`, `infra.errors`);
+`as_launcher_error` turns one into the LauncherError of the same kind (the table below is the
+only place that knows which exit code each library error means).
+
 Every error carries a readable message (and optionally a hint such as "did you mean ...").
 Anything that is not a LauncherError is a bug: the CLI prints it briefly (full traceback with
 --debug) and exits with INTERNAL.
@@ -7,9 +11,10 @@ Anything that is not a LauncherError is a bug: the CLI prints it briefly (full t
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from enum import IntEnum
+
+from pricing.errors import did_you_mean  # noqa: F401 - one "did you mean" for every name
 
 
 class ExitCode(IntEnum):
@@ -95,11 +100,43 @@ class JobFailedError(LauncherError):
     exit_code = ExitCode.JOB_FAILED
 
 
-def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str | None:
-    """A 'did you mean' hint, case-insensitive, or None when nothing is close."""
-    known = list(known)
-    lowered = {k.lower(): k for k in known}
-    matches = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
-    if not matches:
-        return None
-    return "did you mean " + " or ".join(repr(lowered[m]) for m in matches) + "?"
+def _library_errors() -> tuple[tuple[type[Exception], type[LauncherError]], ...]:
+    from infra import errors as ie
+    from pricing import errors as pe
+
+    # Most specific first: the first class an error is an instance of decides.
+    return (
+        (pe.UnknownNameError, UnknownNameError),
+        (pe.NoOfferError, NoOfferError),
+        (pe.PricingInputError, BadInputError),
+        (pe.PricingCredentialsError, CredentialsError),
+        (pe.PricingSourceError, ProviderError),
+        (pe.PricingBusyError, ConflictError),
+        (ie.InfraInputError, BadInputError),
+        (ie.StackBusyError, ConflictError),
+        (ie.StackNotFoundError, NotFoundError),
+        (ie.ToolMissingError, ToolMissingError),
+        (ie.InfraProviderError, ProviderError),
+    )
+
+
+def library_error_types() -> tuple[type[Exception], ...]:
+    """The base classes of the libraries' expected errors."""
+    from infra.errors import InfraError
+    from pricing.errors import PricingError
+
+    return (PricingError, InfraError)
+
+
+def as_launcher_error(exc: Exception) -> LauncherError:
+    """A pricing/infra error as the LauncherError of the same kind (same message, hint, exit code)."""
+    if isinstance(exc, LauncherError):
+        return exc
+    for lib_cls, ours in _library_errors():
+        if isinstance(exc, lib_cls):
+            err = LauncherError.__new__(ours)
+            LauncherError.__init__(err, exc.message, hint=exc.hint)  # type: ignore[attr-defined]
+            if isinstance(err, UnknownNameError):
+                err.kind, err.name = exc.kind, exc.name  # type: ignore[attr-defined]
+            return err
+    return LauncherError(getattr(exc, "message", str(exc)), hint=getattr(exc, "hint", None))

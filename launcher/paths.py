@@ -24,6 +24,11 @@ def catalog_cache_dir() -> Path:
     return home() / "catalogs"
 
 
+def risk_file() -> Path:
+    """The user's interruption-risk overrides (optional)."""
+    return home() / "risk.yaml"
+
+
 def pulumi_state_dir() -> Path:
     return home() / "pulumi"
 

@@ -1,4 +1,4 @@
-"""Reading /proc (Linux): process start times and per-process CPU and group fields."""
+"""Reading /proc (Linux): process start times, per-process CPU and group fields, a run's process groups."""
 
 from __future__ import annotations
 
@@ -26,3 +26,25 @@ def proc_stats() -> Iterator[list[str]]:
                 yield f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
+
+
+def run_process_groups(run_id: str) -> set[int]:
+    """Process groups of live processes whose environment says LAUNCHER_RUN_ID=<run_id>.
+
+    This finds a run's job processes even when the controller died between spawning them and
+    writing procs.json (every rank's environment carries the run id)."""
+    needle = f"LAUNCHER_RUN_ID={run_id}".encode()
+    own = os.getpgrp()
+    found: set[int] = set()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            pgid = os.getpgid(int(entry))
+        except (OSError, ProcessLookupError):
+            continue
+        if needle in env and pgid != own:
+            found.add(pgid)
+    return found

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from launcher import paths
-from launcher.atomic import atomic_write_bytes, atomic_write_text
-from launcher.errors import CredentialsError, ProviderError
+from pricing.atomic import atomic_write_bytes, atomic_write_text
+from pricing.errors import PricingCredentialsError, PricingSourceError
 from pricing.refresh import FetchResult, lock
 from pricing.sources import spot_overlay_path
 
@@ -59,9 +58,9 @@ def fetch_spot_prices(
                             (region, zone, zone_ids.get(zone), h["InstanceType"], float(h["SpotPrice"]), h["Timestamp"])
                         )
         except NoCredentialsError as e:
-            raise CredentialsError("no AWS credentials for describe_spot_price_history", hint=str(e)) from e
+            raise PricingCredentialsError("no AWS credentials for describe_spot_price_history", hint=str(e)) from e
         except (BotoCoreError, ClientError) as e:
-            raise ProviderError(f"describe_spot_price_history failed in {region}: {e}") from e
+            raise PricingSourceError(f"describe_spot_price_history failed in {region}: {e}") from e
     df = pd.DataFrame(rows, columns=OVERLAY_COLUMNS)
     if df.empty:
         return df
@@ -76,13 +75,12 @@ def refresh_spot_overlay(
     *,
     regions: Sequence[str] | None = None,
     instance_types: Sequence[str] | None = None,
-    cache_dir: Path | None = None,
+    cache_dir: Path,
     endpoint_url: str | None = None,
     timeout_s: float = 20.0,
     clock: Callable[[], datetime] | None = None,
 ) -> FetchResult:
     """Fetch live spot prices for the AWS GPU types/regions in the current catalog, write the overlay."""
-    cache_dir = cache_dir or paths.catalog_cache_dir()
     if regions is None or instance_types is None:
         from pricing.catalog import load_catalog
 

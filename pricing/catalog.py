@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from launcher import paths
-from launcher.atomic import atomic_write_bytes
+from pricing.atomic import atomic_write_bytes
 from pricing.gcp_split import join_gcp
 from pricing.gpus import GPU_MEMORY_GIB, gpu_family
 from pricing.risk import RiskModel, load_risk_model
@@ -81,12 +80,16 @@ def load_catalog(
     risk_file: Path | None = None,
     use_parsed_cache: bool = True,
 ) -> Catalog:
-    """Load (once per process and set of source files) the catalog from the resolved sources."""
-    cache_dir = cache_dir or paths.catalog_cache_dir()
-    risk_file = risk_file if risk_file is not None else paths.home() / "risk.yaml"
+    """Load (once per process and set of source files) the catalog from the resolved sources.
+
+    `cache_dir` holds refreshed catalogs and the parsed-frame cache (None: snapshot only, no
+    parsed cache); `risk_file` is the user's risk overrides (None: none).
+    """
     sources = resolve_sources(Path(catalog_dir) if catalog_dir is not None else None, cache_dir)
     signature = _signature(sources)
-    risk_sig = _stat_sig(risk_file) + _stat_sig(cache_dir / "aws" / "spot_advisor.csv")
+    risk_sig = (_stat_sig(risk_file) if risk_file is not None else ()) + (
+        _stat_sig(cache_dir / "aws" / "spot_advisor.csv") if cache_dir is not None else ()
+    )
     key = (signature, risk_sig, str(cache_dir))
     if key in _PROCESS_CACHE:
         return _PROCESS_CACHE[key]

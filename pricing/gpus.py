@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from launcher.errors import BadInputError, UnknownNameError
+from pricing.errors import PricingInputError, UnknownNameError
 from pricing.models import GpuRequest
 
 # SkyPilot's accelerator names (common/accelerators.csv, GPU rows), plus a few common ones.
@@ -105,7 +105,7 @@ def parse_gpus(specs: str | Sequence[str], known: Iterable[str] = ()) -> tuple[G
     """Parse `--gpus` values: `H100:8`, `H100` (= 1), `A100|H100:8`, `A100:8,H100:8`, or a list.
 
     In `A|B:N` a name without a count takes the count written at the end of its alternative group.
-    Raises BadInputError for malformed shapes and counts <= 0, UnknownNameError for unknown names.
+    Raises PricingInputError for malformed shapes and counts <= 0, UnknownNameError for unknown names.
     """
     if isinstance(specs, str):
         specs = [specs]
@@ -113,7 +113,7 @@ def parse_gpus(specs: str | Sequence[str], known: Iterable[str] = ()) -> tuple[G
     out: list[GpuRequest] = []
     for spec in specs:
         if not spec or not spec.strip():
-            raise BadInputError("empty GPU shape", hint="use NAME[:COUNT], e.g. H100:8")
+            raise PricingInputError("empty GPU shape", hint="use NAME[:COUNT], e.g. H100:8")
         for group in spec.split(","):
             out.extend(_parse_group(group, spec, known))
     # Keep order, drop duplicates.
@@ -126,7 +126,7 @@ def _parse_group(group: str, spec: str, known: tuple[str, ...]) -> list[GpuReque
     for part in parts:
         m = _SHAPE_RE.match(part)
         if not part.strip() or not m:
-            raise BadInputError(f"malformed GPU shape {spec!r}", hint="use NAME[:COUNT], e.g. H100:8 or 'A100|H100:8'")
+            raise PricingInputError(f"malformed GPU shape {spec!r}", hint="use NAME[:COUNT], e.g. H100:8 or 'A100|H100:8'")
         name, count_s = m.group(1), m.group(2)
         count: int | None = None
         if count_s is not None:
@@ -143,9 +143,9 @@ def _parse_count(count_s: str, spec: str) -> int:
     try:
         value = float(count_s)
     except ValueError:
-        raise BadInputError(f"malformed GPU count in {spec!r}", hint="the count must be a whole number >= 1") from None
+        raise PricingInputError(f"malformed GPU count in {spec!r}", hint="the count must be a whole number >= 1") from None
     if value <= 0:
-        raise BadInputError(f"GPU count must be at least 1 in {spec!r}")
+        raise PricingInputError(f"GPU count must be at least 1 (a whole number >= 1) in {spec!r}")
     if value != int(value):
-        raise BadInputError(f"GPU count must be a whole number in {spec!r}")
+        raise PricingInputError(f"GPU count must be a whole number >= 1 in {spec!r}")
     return int(value)

@@ -21,13 +21,15 @@ def hourly_price(
     spot: bool = False,
     zone: str | None = None,
     catalog_dir: Path | str | None = None,
+    cache_dir: Path | None = None,
+    risk_file: Path | None = None,
 ) -> float | None:
     """$/h from the catalog (catalog dir, cache or snapshot), or None when it has no such row."""
     from pricing import frame as fr
     from pricing.catalog import load_catalog
 
     catalog_dir = catalog_dir if catalog_dir is not None else os.environ.get("LAUNCHER_CATALOG_DIR") or None
-    offers = load_catalog(catalog_dir).offers
+    offers = load_catalog(catalog_dir, cache_dir=cache_dir, risk_file=risk_file).offers
     mask = (
         fr.eq(offers["cloud"], cloud)
         & fr.eq(offers["region"], region)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from launcher.errors import BadInputError, NoOfferError, UnknownNameError
+from pricing.errors import NoOfferError, PricingInputError, UnknownNameError
 from pricing.gpus import gpu_family
 from pricing.models import Offer, OfferQuery, ScoredOffer
 from pricing.no_offer import explain_no_offer
@@ -173,17 +173,17 @@ def _score(table: OfferTable, rows: np.ndarray, query: OfferQuery, limit: int | 
 
 def _validate(catalog, query: OfferQuery) -> None:
     if query.work_hours <= 0:
-        raise BadInputError("work hours must be positive")
+        raise PricingInputError("work hours must be positive")
     if query.checkpoint_minutes is not None and query.checkpoint_minutes <= 0:
-        raise BadInputError("checkpoint interval must be positive")
+        raise PricingInputError("checkpoint interval must be positive")
     if query.checkpoint_cost_minutes < 0 or query.restart_overhead_minutes < 0:
-        raise BadInputError("checkpoint cost and restart overhead must not be negative")
+        raise PricingInputError("checkpoint cost and restart overhead must not be negative")
     for c in query.clouds or ():
         if c not in catalog.sources:
             from pricing.sources import SUPPORTED_CLOUDS
 
             if c in SUPPORTED_CLOUDS:
-                raise BadInputError(
+                raise PricingInputError(
                     f"no {c} catalog is loaded",
                     hint=f"run `launcher catalog refresh --clouds {c}` or use --catalog-dir",
                 )

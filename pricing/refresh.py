@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from launcher import paths
-from launcher.atomic import atomic_write_bytes, atomic_write_text
-from launcher.errors import ConflictError, LauncherError
+from pricing.atomic import atomic_write_bytes, atomic_write_text
+from pricing.errors import PricingBusyError, PricingError
 from pricing.risk import ADVISOR_FEED_URL, derive_advisor_table
 from pricing.sources import SUPPORTED_CLOUDS, cache_paths
 from pricing.vms_csv import read_vms_csv
@@ -69,7 +68,7 @@ def refresh_catalogs(
     base_url: str | None = None,
     schema: str = DEFAULT_SCHEMA,
     clouds: Sequence[str] | None = None,
-    cache_dir: Path | None = None,
+    cache_dir: Path,
     timeout_s: float = 20.0,
     advisor_url: str | None = ADVISOR_FEED_URL,
     lock_timeout_s: float = 60.0,
@@ -79,7 +78,6 @@ def refresh_catalogs(
     import httpx
     from filelock import Timeout
 
-    cache_dir = cache_dir or paths.catalog_cache_dir()
     base_url = base_url or os.environ.get("LAUNCHER_CATALOG_URL")
     bases = (base_url.rstrip("/"),) if base_url else DEFAULT_BASE_URLS
     results: list[FetchResult] = []
@@ -90,7 +88,7 @@ def refresh_catalogs(
             if advisor_url:
                 results.append(_refresh_advisor(client, advisor_url, cache_dir, clock))
     except Timeout:
-        raise ConflictError(f"another catalog refresh holds {cache_dir / LOCK_NAME}") from None
+        raise PricingBusyError(f"another catalog refresh holds {cache_dir / LOCK_NAME}") from None
     return RefreshResult(cache_dir, tuple(results))
 
 
@@ -118,7 +116,7 @@ def _refresh_cloud(client, cloud: str, bases, schema: str, cache_dir: Path, cloc
         try:
             data = _get(client, url)
             df = read_vms_csv(data, label=url)  # validates before anything is replaced
-        except (_FetchError, LauncherError, ValueError) as e:
+        except (_FetchError, PricingError, ValueError) as e:
             errors.append(f"{url}: {e}")
             continue
         sha = hashlib.sha256(data).hexdigest()

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HOURS_PER_MONTH = 730.0
+from pricing.hazard import HOURS_PER_MONTH, RiskOverride, monthly_fraction_to_hourly_hazard  # noqa: F401
 
 # (label, representative monthly interruption fraction) in the feed's band order.
 ADVISOR_BANDS: tuple[tuple[str, float], ...] = (
@@ -38,13 +38,6 @@ ADVISOR_BANDS: tuple[tuple[str, float], ...] = (
 ADVISOR_FEED_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 # Instance families with accelerators: the derived advisor table keeps only these.
 GPU_FAMILY_PREFIXES = ("p2.", "p3", "p4", "p5", "p6", "g3", "g4", "g5", "g6", "g7", "gr6", "trn", "inf", "dl1", "dl2")
-
-
-def monthly_fraction_to_hourly_hazard(p: float) -> float:
-    """λ such that an instance running a whole month is interrupted with probability p."""
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"monthly fraction must be in [0, 1): {p}")
-    return -math.log1p(-p) / HOURS_PER_MONTH
 
 
 BAND_HAZARD_PER_HOUR: tuple[float, ...] = tuple(monthly_fraction_to_hourly_hazard(p) for _, p in ADVISOR_BANDS)
@@ -78,14 +71,6 @@ def derive_advisor_table(feed: dict, *, gpu_only: bool = True, os_name: str = "L
 def read_advisor_table(path: Path) -> pd.DataFrame:
     df = pd.read_csv(path, dtype={"region": str, "instance_type": str, "band": "int64"})
     return df[["region", "instance_type", "band"]]
-
-
-@dataclass(frozen=True)
-class RiskOverride:
-    cloud: str
-    hazard_per_hour: float
-    region: str | None = None
-    instance_type: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from launcher.errors import SpecError
-from pricing.risk import RiskOverride, monthly_fraction_to_hourly_hazard
+from pricing.errors import PricingInputError
+from pricing.hazard import RiskOverride, monthly_fraction_to_hourly_hazard
 
 
 class _Rate(BaseModel):
@@ -60,7 +60,7 @@ def read_risk_file(path: Path) -> UserRisk:
         data = yaml.safe_load(path.read_text()) or {}
         model = _RiskFileModel.model_validate(data)
     except (yaml.YAMLError, ValidationError) as e:
-        raise SpecError(f"{path}: invalid risk file: {_first_line(e)}") from e
+        raise PricingInputError(f"{path}: invalid risk file: {_first_line(e)}") from e
     # Less specific first so that region+type overrides are applied last and win.
     ordered = sorted(
         enumerate(model.overrides), key=lambda t: ((t[1].region is not None) + (t[1].instance_type is not None), t[0])

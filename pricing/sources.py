@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from launcher.errors import BadInputError
+from pricing.clouds import CATALOG_CLOUDS
+from pricing.errors import PricingInputError
 
-SUPPORTED_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod")
+SUPPORTED_CLOUDS = CATALOG_CLOUDS  # noqa: F401 - the catalog clouds, under the name callers use
 SNAPSHOT_DIR = Path(__file__).parent / "snapshot"
 SNAPSHOT_META = SNAPSHOT_DIR / "snapshot.json"
 
@@ -38,16 +39,17 @@ def spot_overlay_path(cache_dir: Path) -> Path:
     return cache_dir / "aws" / "spot_overlay.csv"
 
 
-def resolve_sources(catalog_dir: Path | None, cache_dir: Path) -> dict[str, CatalogSource]:
+def resolve_sources(catalog_dir: Path | None, cache_dir: Path | None) -> dict[str, CatalogSource]:
+    """Each cloud's catalog: the catalog folder's, else the cache's (`cache_dir`, None for none), else the snapshot."""
     if catalog_dir is not None:
         return _from_catalog_dir(Path(catalog_dir))
     out: dict[str, CatalogSource] = {}
     snapshot = _snapshot_meta()
-    overlay = spot_overlay_path(cache_dir)
+    overlay = spot_overlay_path(cache_dir) if cache_dir is not None else None
     for cloud in SUPPORTED_CLOUDS:
-        vms, meta_path = cache_paths(cache_dir, cloud)
-        extra = overlay if cloud == "aws" and overlay.is_file() else None
-        if vms.is_file():
+        extra = overlay if cloud == "aws" and overlay is not None and overlay.is_file() else None
+        vms, meta_path = cache_paths(cache_dir, cloud) if cache_dir is not None else (None, None)
+        if vms is not None and vms.is_file():
             meta = _read_json(meta_path)
             out[cloud] = CatalogSource(cloud, "cache", vms, meta.get("fetched_at"), meta.get("url"), extra)
             continue
@@ -62,7 +64,7 @@ def resolve_sources(catalog_dir: Path | None, cache_dir: Path) -> dict[str, Cata
 
 def _from_catalog_dir(catalog_dir: Path) -> dict[str, CatalogSource]:
     if not catalog_dir.is_dir():
-        raise BadInputError(f"catalog folder {str(catalog_dir)!r} does not exist")
+        raise PricingInputError(f"catalog folder {str(catalog_dir)!r} does not exist")
     out: dict[str, CatalogSource] = {}
     for sub in sorted(p for p in catalog_dir.iterdir() if p.is_dir()):
         vms = sub / "vms.csv"
@@ -70,7 +72,7 @@ def _from_catalog_dir(catalog_dir: Path) -> dict[str, CatalogSource]:
             mtime = datetime.fromtimestamp(vms.stat().st_mtime, UTC).isoformat(timespec="seconds")
             out[sub.name.lower()] = CatalogSource(sub.name.lower(), "catalog-dir", vms, mtime, str(catalog_dir))
     if not out:
-        raise BadInputError(
+        raise PricingInputError(
             f"catalog folder {str(catalog_dir)!r} holds no <cloud>/vms.csv", hint="expected e.g. DIR/aws/vms.csv"
         )
     return out

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from launcher.errors import BadInputError
+from pricing.errors import PricingInputError
 from pricing.gpus import canonical_catalog_name
 
 REQUIRED_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
@@ -32,7 +32,7 @@ _TOTAL_RE = re.compile(r"TotalGpuMemoryInMiB'?\"?\s*:\s*([0-9.]+)")
 
 
 def read_vms_csv(source: Path | str | bytes, *, label: str = "vms.csv") -> pd.DataFrame:
-    """Parse a vms.csv (path or bytes). Raises BadInputError when required columns are missing."""
+    """Parse a vms.csv (path or bytes). Raises PricingInputError when required columns are missing."""
     if isinstance(source, bytes):
         buf: io.BytesIO | Path = io.BytesIO(source)
     else:
@@ -42,7 +42,7 @@ def read_vms_csv(source: Path | str | bytes, *, label: str = "vms.csv") -> pd.Da
     df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
-        raise BadInputError(f"{label}: not a SkyPilot vms.csv (missing columns: {', '.join(missing)})")
+        raise PricingInputError(f"{label}: not a SkyPilot vms.csv (missing columns: {', '.join(missing)})")
     for c in OPTIONAL_COLUMNS:
         if c not in df.columns:
             df[c] = np.nan

@@ -13,6 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from launcher.providers import registry
+
+# The fake provider is for tests only: the product's registry does not list it.
+registry.register("fake", "launcher.providers.fake:FakeProvider")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

@@ -1,4 +1,4 @@
-"""Where checkpoint objects live: one small interface, one backend per URL scheme.
+"""Where checkpoint objects live: one backend per URL scheme behind `storage_base.Storage`.
 
 Keys are '/'-separated paths relative to the store's root (a directory or a bucket prefix).
 `put` must be atomic per object: a reader sees the old object, the new one, or none.
@@ -6,43 +6,10 @@ Keys are '/'-separated paths relative to the store's root (a directory or a buck
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from urllib.parse import urlparse
 
+from launcher.checkpoint.storage_base import Storage, join_key  # noqa: F401 - the interface, re-exported
 from launcher.errors import BadInputError
-
-
-class Storage(ABC):
-    """Minimal object-store interface shared by the local, S3 and GCS backends."""
-
-    url: str
-
-    @abstractmethod
-    def put(self, key: str, data: bytes) -> None:
-        """Write one object atomically (durable when this returns)."""
-
-    @abstractmethod
-    def get(self, key: str) -> bytes:
-        """Read one object; FileNotFoundError when it does not exist."""
-
-    @abstractmethod
-    def list(self, prefix: str = "") -> list[str]:
-        """All keys under `prefix`, sorted."""
-
-    @abstractmethod
-    def delete(self, key: str) -> None:
-        """Remove one object; already gone is success."""
-
-    def size(self, key: str) -> int:
-        """Size in bytes without reading the object; FileNotFoundError when it does not exist.
-        Backends override this with a metadata call."""
-        return len(self.get(key))
-
-    def delete_prefix(self, prefix: str) -> None:
-        """Remove every object under `prefix` (a checkpoint's folder)."""
-        for key in self.list(prefix):
-            self.delete(key)
-
 
 SCHEMES = ("file", "s3", "gs")
 
@@ -80,7 +47,3 @@ def open_storage(url: str) -> Storage:
         f"unsupported checkpoint URL scheme {scheme!r} in {url!r}",
         hint=did_you_mean(scheme, SCHEMES) or "use a path, file://, s3:// or gs://",
     )
-
-
-def join_key(prefix: str, key: str) -> str:
-    return f"{prefix}/{key}" if prefix else key

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from launcher.checkpoint.storage import Storage, join_key
+from launcher.checkpoint.storage_base import Storage, join_key
 from launcher.errors import ProviderError
 
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from launcher.atomic import atomic_write_bytes, fsync_dir
-from launcher.checkpoint.storage import Storage
+from launcher.checkpoint.storage_base import Storage
 
 
 class LocalStorage(Storage):

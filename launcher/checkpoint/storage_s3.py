@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import os
 
-from launcher.checkpoint.storage import Storage, join_key
+from launcher.checkpoint.storage_base import Storage, join_key
 from launcher.errors import ProviderError
 
 

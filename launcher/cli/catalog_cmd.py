@@ -59,6 +59,7 @@ def refresh(
     if timeout_s <= 0:
         raise BadInputError("--timeout must be positive")
 
+    from launcher import paths
     from pricing.refresh import refresh_catalogs
 
     result = refresh_catalogs(
@@ -66,19 +67,20 @@ def refresh(
         schema=schema,
         clouds=wanted,
         timeout_s=timeout_s,
+        cache_dir=paths.catalog_cache_dir(),
         advisor_url=None if no_advisor else (advisor_url or ADVISOR_FEED_URL),
     )
     results = list(result.results)
     if aws_spot_prices:
         from pricing.aws_spot import refresh_spot_overlay
 
-        results.append(refresh_spot_overlay(regions=_split(regions), timeout_s=timeout_s))
+        results.append(refresh_spot_overlay(regions=_split(regions), timeout_s=timeout_s, cache_dir=paths.catalog_cache_dir()))
     if any(r.ok for r in results):
         # Compile now so the next `launcher offers` reads the compiled table (numpy only).
         from launcher import paths
         from pricing.compiled import load_offer_catalog
 
-        load_offer_catalog(None, cache_dir=paths.catalog_cache_dir(), risk_file=paths.home() / "risk.yaml")
+        load_offer_catalog(None, cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file())
     _render(results, as_json)
     failed = [r for r in results if not r.ok]
     if failed:

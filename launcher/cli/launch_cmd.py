@@ -16,6 +16,12 @@ from launcher.cli.app import GLOBALS, app
 from launcher.errors import BadInputError, ExitCode, JobFailedError, LauncherError, RefusedError
 
 
+def _state_text(state: str, end_reason: str | None) -> str:
+    from launcher.controller.states import state_text  # imported when used: keeps the CLI fast to start
+
+    return state_text(state, end_reason)
+
+
 class RunCancelledError(LauncherError):
     exit_code = ExitCode.INTERRUPTED
 
@@ -72,7 +78,7 @@ def launch(
         raise BadInputError("--json goes with --dry-run (a launch streams the job's output)")
 
     from launcher.controller.recovery import recovery_policy
-    from launcher.planning import Overrides, make_plan, plan_lines
+    from launcher.planning import Overrides, local_offer, make_plan, plan_lines
     from launcher.providers.local import PreemptionSchedule
     from launcher.spec import load_spec
 
@@ -100,8 +106,8 @@ def launch(
         if not simulated:
             raise BadInputError("--simulate-price goes with --simulate-preemptions or --simulate-trace")
         SimulatedPrices.parse(simulate_price)  # bad input -> exit 2 before anything is written
-        # The controller (foreground or detached) builds its LocalProvider from the environment.
-        os.environ[SIMULATE_PRICE_ENV] = simulate_price
+    # The price reaches the plan and, through LaunchOptions, the controller (foreground or detached).
+    price_text = (simulate_price if simulate_price is not None else os.environ.get(SIMULATE_PRICE_ENV)) if simulated else None
     if ssh_cidr is not None:
         import ipaddress
 
@@ -119,7 +125,7 @@ def launch(
         loaded,
         overrides=Overrides(clouds=clouds, spot=spot),
         catalog_dir=catalog_dir or GLOBALS.catalog_dir,
-        local_offer=_local_offer(simulated),
+        local_offer=local_offer(simulated=simulated, simulate_price=price_text),
         dry_run=dry_run,
     )
     if not as_json:
@@ -143,7 +149,7 @@ def launch(
         simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, simulate_within_s=simulate_within,
         simulate_trace=str(simulate_trace) if simulate_trace else None, trace_speedup=trace_speedup,
         trace_start_tick=trace_start_tick, grace_s=grace_seconds, ssh_cidr=ssh_cidr,
-        simulate_price=os.environ.get(SIMULATE_PRICE_ENV) if simulated else None,
+        simulate_price=price_text,
     )  # fmt: skip
     with Ledger() as ledger:
         run_id = prepare_run(loaded, plan, options, ledger, prov)
@@ -192,13 +198,6 @@ def _clouds(values: list[str]) -> tuple[str, ...] | None:
             except ValueError as e:
                 raise BadInputError(f"--cloud: {e}") from None
     return tuple(out) or None
-
-
-def _local_offer(simulated: bool):
-    """The local offer as the controller's provider will describe it (spot when simulated)."""
-    from launcher.providers.local import LocalProvider, PreemptionSchedule
-
-    return LocalProvider(PreemptionSchedule((1.0,)) if simulated else None).offer()
 
 
 def _confirm(plan, *, ask_which: bool):
@@ -271,7 +270,7 @@ def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_star
     finally:
         follower.stop()
     cost = ledger.run_spend_usd(run_id)
-    info(f"[launcher] run {run_id}: {result.state}" + (f" ({result.end_reason})" if result.end_reason else "") + f", {result.attempts} attempt(s), cost ${cost:,.4f}")
+    info(f"[launcher] run {run_id}: {_state_text(result.state, result.end_reason)}, {result.attempts} attempt(s), cost ${cost:,.4f}")
     from launcher.controller.runner import preemption_shortfall
 
     shortfall = preemption_shortfall(run_id, ledger)

@@ -1,6 +1,7 @@
 """Entry points: `launcher` and `launch` (exactly `launcher launch`).
 
-One place catches LauncherError and maps it to an exit code; tracebacks only with --debug.
+One place catches LauncherError (and the pricing/infra libraries' errors, mapped by
+`launcher.errors.as_launcher_error`) and turns it into an exit code; tracebacks only with --debug.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import traceback
 import typer
 
 from launcher.cli.app import GLOBALS, app
+from launcher.cli.argv import hoist_global_options
 
 try:  # typer >= 0.20 vendors click; its usage errors are raised from there
     from typer._click.exceptions import ClickException
 except ImportError:  # pragma: no cover - older typer on the real click
     from click import ClickException
-from launcher.errors import ExitCode, LauncherError
+from launcher.errors import ExitCode, LauncherError, as_launcher_error, library_error_types
 
 # Each module registers its commands on `app` at import; they must stay light to import.
 COMMAND_MODULES = (
@@ -42,12 +44,14 @@ def _debug_requested(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
+    argv = hoist_global_options(argv)
     try:
         rv = app(args=argv, prog_name="launcher", standalone_mode=False)
         # Without standalone mode typer returns a `typer.Exit`'s code instead of raising it;
         # our commands themselves return None.
         return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
-    except LauncherError as e:
+    except (LauncherError, *library_error_types()) as raised:
+        e = as_launcher_error(raised)
         if GLOBALS.debug or _debug_requested(argv):
             traceback.print_exc()
         sys.stderr.write(f"error: {e.message}\n")

@@ -68,7 +68,7 @@ def offers(
 
     # The compiled catalog: numpy only (pandas parses it once, when the sources change).
     catalog = load_offer_catalog(
-        GLOBALS.catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.home() / "risk.yaml"
+        GLOBALS.catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file()
     )
     clouds = _split(cloud)
     if clouds:

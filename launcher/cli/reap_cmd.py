@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from launcher.cli.app import app
+
+if TYPE_CHECKING:
+    from launcher.ledger.interfaces import LedgerWriter
 
 reap_app = typer.Typer(help="Find idle managed GPU machines and tear them down (mark, then act after a grace period).", invoke_without_command=True, no_args_is_help=False)
 schedule_app = typer.Typer(help="Install, show or remove the nightly reap schedule (cron).", no_args_is_help=True)
@@ -23,6 +27,14 @@ def _policy_path(policy: Path | None) -> Path | None:
     return default if default.is_file() else None
 
 
+def down_local_cluster(ledger: LedgerWriter, cluster: str) -> None:
+    """`launcher down CLUSTER`: how the reaper ends a local cluster's run."""
+    from launcher.controller.cleanup import down_target
+    from launcher.providers import registry
+
+    down_target(ledger, cluster, registry.get)
+
+
 @reap_app.callback()
 def reap(
     ctx: typer.Context,
@@ -36,7 +48,7 @@ def reap(
     from launcher.cli.render import info, print_json, print_table
     from launcher.reaper.service import reap_once
 
-    report = reap_once(_policy_path(policy), dry_run=dry_run, project=project)
+    report = reap_once(_policy_path(policy), dry_run=dry_run, project=project, stop_local_cluster=down_local_cluster)
     if json_out:
         print_json([o.to_json() for o in report.outcomes])
     else:

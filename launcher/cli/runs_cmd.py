@@ -15,6 +15,13 @@ import typer
 
 from launcher.cli.app import app
 
+
+def _state_text(state: str, end_reason: str | None) -> str:
+    from launcher.controller.states import state_text  # imported when used: keeps the CLI fast to start
+
+    return state_text(state, end_reason)
+
+
 runs_app = typer.Typer(help="Past and current runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
@@ -107,7 +114,7 @@ def status(
         ["RUN", "NAME", "STATE", "CONTROLLER", "ATTEMPT", "WHERE", "COST $", "AGE"],
         [
             [
-                r["run_id"], r["name"], r["state"] + (f" ({r['end_reason']})" if r["end_reason"] else ""),
+                r["run_id"], r["name"], _state_text(r["state"], r["end_reason"]),
                 (r["controller"] or "-") + (f": {r['controller_detail']}" if r["controller"] == "orphaned" else ""),
                 r["attempts"], _where(r["current"]), f"{r['cost_usd']:.4f}", _age(r["created_at"]),
             ]  # fmt: skip
@@ -151,7 +158,7 @@ def runs_list(
         ["RUN", "NAME", "PROJECT", "STATE", "ATTEMPTS", "WHERE", "COST $", "CREATED"],
         [
             [
-                r["run_id"], r["name"], r["project"], r["state"] + (f" ({r['end_reason']})" if r["end_reason"] else ""),
+                r["run_id"], r["name"], r["project"], _state_text(r["state"], r["end_reason"]),
                 r["attempts"], _where(r["current"]), f"{r['cost_usd']:.4f}", r["created_at"].strftime("%Y-%m-%d %H:%M:%S"),
             ]  # fmt: skip
             for r in rows
@@ -192,7 +199,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
         print_json(detail)
         return
     w = sys.stdout.write
-    w(f"run {rec.run_id}  {rec.name}  {summary['state']}" + (f" ({rec.end_reason})" if rec.end_reason else "") + "\n")
+    w(f"run {rec.run_id}  {rec.name}  {_state_text(summary['state'], rec.end_reason)}\n")
     for k in ("project", "experiment", "owner", "controller", "cost_usd", "spec_hash", "code_revision", "code_dirty_hash", "lockfile_hash", "image", "seeds", "data_hash", "host", "budget_usd", "deadline_at"):
         if detail.get(k) is not None:
             w(f"  {k}: {detail[k]}\n")

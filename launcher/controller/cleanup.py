@@ -18,6 +18,7 @@ from launcher import paths
 from launcher.controller.liveness import controller_liveness, latest_controller
 from launcher.controller.states import LIVE_STATES, is_terminal
 from launcher.errors import ConflictError, NotFoundError
+from launcher.ledger.interfaces import LedgerWriter
 from launcher.ledger.records import ClusterRecord, ClusterState, EndReason, EventKind, RunState
 from launcher.providers.base import ClusterHandle, Node, Provider
 
@@ -33,7 +34,7 @@ def handle_from_record(c: ClusterRecord) -> ClusterHandle:
     return ClusterHandle(cluster=c.name, provider=c.provider, region=c.region or "", zone=c.zone, nodes=nodes, stack=c.stack)
 
 
-def terminate_cluster(ledger, c: ClusterRecord, provider_for: ProviderFor, *, run_id: str | None = None) -> bool:
+def terminate_cluster(ledger: LedgerWriter, c: ClusterRecord, provider_for: ProviderFor, *, run_id: str | None = None) -> bool:
     """Terminate one cluster (ledger first). Returns True when something was done."""
     if c.state == ClusterState.TERMINATED:
         return False
@@ -45,7 +46,7 @@ def terminate_cluster(ledger, c: ClusterRecord, provider_for: ProviderFor, *, ru
     return True
 
 
-def abandon_open_attempts(ledger, run_id: str, run_dir: Path, provider_for: ProviderFor, *, reason: str) -> int:
+def abandon_open_attempts(ledger: LedgerWriter, run_id: str, run_dir: Path, provider_for: ProviderFor, *, reason: str) -> int:
     """Kill the run's recorded local processes, close its open attempts with `reason`, and
     terminate its clusters. Returns the number of attempts closed."""
     from launcher.executors.local import kill_recorded_processes
@@ -72,7 +73,7 @@ class DownResult:
 
 
 def down_run(
-    ledger,
+    ledger: LedgerWriter,
     run_id: str,
     provider_for: ProviderFor,
     *,
@@ -116,7 +117,7 @@ def down_run(
     return DownResult(run_id, state, f"cleaned up ({live.why})")
 
 
-def down_target(ledger, target: str, provider_for: ProviderFor, *, wait_s: float = 30.0) -> DownResult:
+def down_target(ledger: LedgerWriter, target: str, provider_for: ProviderFor, *, wait_s: float = 30.0) -> DownResult:
     """`launcher down RUN|CLUSTER`: a run id (or unique prefix / name), or a cluster name."""
     try:
         run = ledger.find_run(target)

@@ -27,11 +27,13 @@ from datetime import UTC, datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.tags import cluster_tags
 from launcher.controller.checkpoint_watch import CheckpointWatch
 from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
 from launcher.controller.states import can_transition, is_terminal
 from launcher.errors import BadInputError, ConflictError, CredentialsError, LauncherError, ToolMissingError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS, ExecRequest, ExecResult, Executor, Outcome
+from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.ledger.records import (
     AttemptState,
     ClusterRecord,
@@ -44,7 +46,7 @@ from launcher.ledger.records import (
 from launcher.planning.plan import Plan
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
-from launcher.providers.base import MANAGED_BY_TAG, MANAGED_BY_VALUE, ClusterHandle, ClusterRequest, Provider
+from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider, SpotCapacity
 from launcher.spec.models import TaskSpec
 from pricing.models import ScoredOffer
 
@@ -67,7 +69,7 @@ class RunJob:
 
 @dataclass
 class ControllerDeps:
-    ledger: object  # launcher.ledger.Ledger (duck-typed so tests can pass a double)
+    ledger: LedgerWriter
     provider_for: Callable[[str], Provider]
     executor_for: Callable[[str], Executor]
     policy: RecoveryPolicy
@@ -97,18 +99,11 @@ class ControllerDeps:
     placement_gap_hours: float = 0.0
 
 
-def default_budget_stop(ledger, run_id: str) -> str | None:
-    """budgets.should_stop (the run's budget_usd and budgets.yaml hard limits) when available."""
-    try:
-        from launcher.budgets import should_stop
-    except ImportError:
-        should_stop = None
-    if should_stop is not None:
-        return should_stop(ledger, run_id, datetime.now(UTC))
-    run = ledger.get_run(run_id)
-    if run.budget_usd is not None and ledger.run_spend_usd(run_id) >= run.budget_usd:
-        return f"run {run_id} spent its ${run.budget_usd:,.2f} budget"
-    return None
+def default_budget_stop(ledger: LedgerReader, run_id: str) -> str | None:
+    """budgets.should_stop: the run's budget_usd and budgets.yaml hard limits."""
+    from launcher.budgets import should_stop
+
+    return should_stop(ledger, run_id, datetime.now(UTC))
 
 
 @dataclass(frozen=True)
@@ -312,7 +307,7 @@ class Controller:
         replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in before)  # a job ran before
         cluster = f"{job.run_id}-c{seq}"
         attempt = self.led.add_attempt(job.run_id, NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster))
-        tags = {**job.tags, "cluster": cluster, "run-id": job.run_id, MANAGED_BY_TAG: MANAGED_BY_VALUE}
+        tags = cluster_tags(job.tags, cluster=cluster, run_id=job.run_id)
         self.led.upsert_cluster(
             ClusterRecord(
                 name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,
@@ -365,7 +360,7 @@ class Controller:
         executor = self.d.executor_for(offer.cloud)
         watch = self._checkpoint_watch()
         execution = executor.start(request, handle)
-        skipped = getattr(execution, "mounts_skipped", None)
+        skipped = list(execution.mounts_skipped)
         if skipped:
             self.led.add_event(job.run_id, "file_mounts", {"skipped": skipped, "why": "not available on this backend"}, attempt_id=attempt.attempt_id)
         if spec.resources.image:
@@ -394,16 +389,16 @@ class Controller:
         stop requests. `recovered_from`: when this attempt replaces an earlier one, the clock at
         its start (the restart overhead runs from there until the job runs again)."""
         noticed = False
-        notice_every = getattr(provider, "notice_poll_s", None)
+        notice_every = provider.notice_poll_s
         if notice_every is None:  # the provider has no pace of its own
             notice_every = self.d.notice_interval_s
         next_notice = float("-inf")
         ckpt_every = self.d.checkpoint_poll_remote_s if watch.remote else self.d.checkpoint_poll_s
         next_ckpt = self.d.clock() + ckpt_every
-        phase = getattr(execution, "phase", "run")
+        phase = execution.phase
         run_started = None  # notices and work count from `run`
         stop_reason: str | None = None
-        notice_source = getattr(provider, "preemption_notice", None)
+        notice_source = provider.preemption_notice if isinstance(provider, PreemptionNotices) else None
         if phase == "run":
             run_started = self._running_again(attempt_id, recovered_from)
         next_progress, log_bytes = self.d.clock() + self.d.progress_poll_s, self._log_bytes()
@@ -416,7 +411,7 @@ class Controller:
                     self._work_s += max(0.0, self.d.clock() - run_started)
                 self._record_checkpoint(watch, attempt_id)  # e.g. the save on a preemption notice
                 return result, stop_reason
-            new_phase = getattr(execution, "phase", phase)
+            new_phase = execution.phase
             if new_phase != phase and new_phase == "run":
                 self.led.set_attempt_state(attempt_id, AttemptState.RUNNING)
                 run_started = self._running_again(attempt_id, recovered_from)
@@ -562,10 +557,9 @@ class Controller:
         self.led.set_cluster_state(cluster, ClusterState.TERMINATING)
         self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster}, attempt_id=attempt_id)
         if handle is not None:
-            release = getattr(executor, "release", None)  # optional: the executor's own view (SkyPilot)
-            if release is not None:
+            if executor is not None:
                 try:
-                    release(handle)
+                    executor.release(handle)  # the executor's own view of the cluster (SkyPilot's record)
                 except Exception as e:  # the machines go with the provider's teardown below
                     self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster, "release_error": str(e)}, attempt_id=attempt_id)
             provider.terminate(handle)
@@ -594,8 +588,8 @@ class Controller:
             if not o.spot or o.cloud in self._unusable_clouds:
                 continue
             try:
-                ask = getattr(self.d.provider_for(o.cloud), "spot_available", None)
-                answers.append(ask(o, now) if ask is not None else None)
+                p = self.d.provider_for(o.cloud)
+                answers.append(p.spot_available(o, now) if isinstance(p, SpotCapacity) else None)
             except Exception:  # a provider that cannot answer must not stop the run
                 answers.append(None)
             if answers[-1] is not False:
@@ -639,7 +633,8 @@ class Controller:
             failed_at = self._capacity_errors.get(offer)
             if failed_at is not None and self.d.clock() - failed_at < self.d.placement_tick_s:
                 return False  # it just refused us: no capacity there for a tick
-            return self.d.provider_for(offer.cloud).spot_available(offer, datetime.now(UTC))
+            provider = self.d.provider_for(offer.cloud)
+            return provider.spot_available(offer, datetime.now(UTC)) if isinstance(provider, SpotCapacity) else None
 
         return PlacementDriver(
             self.d.placement_policy, tuple(self.job.plan.ranked), work_hours=self.job.plan.work_hours,

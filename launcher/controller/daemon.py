@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 
+from launcher.controller.states import state_text
+
 
 def main(argv: list[str]) -> int:
     from launcher.controller.runner import run_controller
@@ -22,7 +24,7 @@ def main(argv: list[str]) -> int:
 
     with Ledger() as ledger:
         result = run_controller(run_id, ledger, mode=mode, notify=notify)
-    notify(f"run {run_id}: {result.state} ({result.end_reason})")
+    notify(f"run {run_id}: {state_text(result.state, result.end_reason)}")
     return 0 if result.state == "succeeded" else 1
 
 

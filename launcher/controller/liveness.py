@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from launcher.controller.states import is_terminal
+from launcher.ledger.interfaces import LedgerReader
 from launcher.procfs import process_start_ticks
 
 CONTROLLER_EVENT = "controller"
@@ -51,7 +52,7 @@ def pid_alive(pid: int, start_ticks: int | None) -> bool:
     return True
 
 
-def latest_controller(ledger, run_id: str) -> ControllerInfo | None:
+def latest_controller(ledger: LedgerReader, run_id: str) -> ControllerInfo | None:
     events = ledger.events(run_id, kind=CONTROLLER_EVENT)
     if not events:
         return None
@@ -65,7 +66,7 @@ class Liveness:
     why: str
 
 
-def controller_liveness(ledger, run, *, now: datetime | None = None) -> Liveness:
+def controller_liveness(ledger: LedgerReader, run, *, now: datetime | None = None) -> Liveness:
     """For a live (non-terminal) run: is someone driving it?"""
     if is_terminal(run.state):
         return Liveness(False, "ended")

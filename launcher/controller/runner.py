@@ -12,7 +12,6 @@ __pycache__ and node_modules are not copied.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import shutil
@@ -30,12 +29,13 @@ from launcher.controller.controller import Controller, ControllerDeps, RunJob, R
 from launcher.controller.recovery import recovery_policy
 from launcher.errors import BadInputError, ConflictError, NotFoundError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS
+from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
+from launcher.planning.tags import run_tags, user_name
 from launcher.spec.loader import LoadedSpec, load_spec_text
 from launcher.spec.provenance import collect_provenance
 
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache")
-DEFAULT_EXPIRY = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -57,33 +57,6 @@ def run_dir(run_id: str) -> Path:
     return paths.runs_dir() / run_id
 
 
-def run_tags(loaded: LoadedSpec, run_id: str, created: datetime) -> dict[str, str]:
-    """The tags every resource of this run carries (REQUIRED_TAGS) plus the spec's own."""
-    spec, lb = loaded.spec, loaded.spec.launcher
-    deadline_h = lb.deadline_hours
-    expires = created + (timedelta(hours=deadline_h) if deadline_h else DEFAULT_EXPIRY)
-    tags = {
-        **(spec.resources.labels or {}),
-        **(lb.tags or {}),
-        "project": lb.project,
-        "experiment": lb.experiment or spec.display_name,
-        "owner": lb.owner or _user(),
-        "cost-center": lb.cost_center or lb.project,
-        "run-id": run_id,
-        "managed-by": "gpu-launcher",
-        "created-at": created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "expires-at": expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    return tags
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
-
-
 def redacted_spec_text(loaded: LoadedSpec) -> str:
     """The spec as stored in the ledger: secrets' values replaced (names kept)."""
     if not loaded.spec.secrets:
@@ -95,7 +68,7 @@ def redacted_spec_text(loaded: LoadedSpec) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, prov=None) -> str:
+def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger: LedgerWriter, prov=None) -> str:
     """Record the run (PENDING) and lay out its directory. Returns the run id."""
     from launcher.ledger.records import RunRecord
 
@@ -105,7 +78,7 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, 
     tags = run_tags(loaded, prov.run_id, prov.created_at)
     record = RunRecord.from_provenance(
         prov, name=spec.display_name, spec_yaml=redacted_spec_text(loaded), project=lb.project,
-        experiment=lb.experiment, owner=lb.owner or _user(), cost_center=lb.cost_center,
+        experiment=lb.experiment, owner=lb.owner or user_name(), cost_center=lb.cost_center,
         budget_usd=lb.budget_usd, deadline_at=deadline_at, tags=tags,
     )  # fmt: skip
     ledger.create_run(record)
@@ -130,7 +103,7 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, 
     return prov.run_id
 
 
-def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
+def load_job(run_id: str, ledger: LedgerReader) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
     rd = run_dir(run_id)
     try:
         text = (rd / "spec.yaml").read_text()
@@ -154,7 +127,7 @@ def load_job(run_id: str, ledger) -> tuple[RunJob, LaunchOptions, LoadedSpec]:
     return job, opts, loaded
 
 
-def make_provider_for(run_id: str, opts: LaunchOptions, ledger, expected_hours: float):
+def make_provider_for(run_id: str, opts: LaunchOptions, ledger: LedgerReader, expected_hours: float):
     """local -> one LocalProvider per controller (with the simulated preemption schedule,
     continuing after the placements already made); others from the registry."""
     from launcher.ledger.records import EndReason
@@ -223,10 +196,11 @@ def run_controller(
     from launcher.controller.placement import placement_for
 
     policy = recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None)
+    provider_for = make_provider_for(run_id, opts, ledger, job.plan.work_hours)
     deps = ControllerDeps(
         ledger=ledger,
-        provider_for=make_provider_for(run_id, opts, ledger, job.plan.work_hours),
-        executor_for=lambda cloud: executor_for(cloud),
+        provider_for=provider_for,
+        executor_for=lambda cloud: executor_for(cloud, provider_for=provider_for),
         policy=policy,
         notify=notify,
         capacity_retry_s=retry_s,
@@ -261,7 +235,7 @@ def spawn_detached(run_id: str) -> int:
     return proc.pid
 
 
-def check_resumable(ledger, run_id: str):
+def check_resumable(ledger: LedgerReader, run_id: str):
     """The run, if it can be resumed: live state and no live controller."""
     from launcher.controller.liveness import controller_liveness
     from launcher.controller.states import is_terminal

@@ -33,3 +33,8 @@ def can_transition(src: str, dst: str) -> bool:
 
 def is_terminal(state: str) -> bool:
     return state in TERMINAL_RUN_STATES
+
+
+def state_text(state: str, end_reason: str | None) -> str:
+    """`failed (setup_failed)`; the reason only when it adds something (`failed`, not `failed (failed)`)."""
+    return f"{state} ({end_reason})" if end_reason and end_reason != state else state

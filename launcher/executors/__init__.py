@@ -32,9 +32,14 @@ def register(provider: str, target: str) -> None:
     _EXECUTORS[provider] = target
 
 
-def executor_for(provider: str, **kwargs) -> Executor:
-    """The executor for clusters of `provider` (local -> LocalExecutor, clouds -> sky)."""
+def executor_for(provider: str, *, provider_for=None, **kwargs) -> Executor:
+    """The executor for clusters of `provider` (local -> LocalExecutor, clouds -> sky).
+
+    `provider_for(cloud)`: the providers a remote executor asks whether a lost node was
+    reclaimed by the cloud (the local executor needs none)."""
     target = _EXECUTORS.get(provider) or _EXECUTORS.get(_DEFAULT_REMOTE)
+    if provider_for is not None and target != _EXECUTORS.get("local"):
+        kwargs["provider_for"] = provider_for
     if target is None:
         raise ProviderError(
             f"no executor can run jobs on {provider!r} clusters yet",

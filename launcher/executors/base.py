@@ -107,9 +107,18 @@ class Execution(abc.ABC):
     def image_runtime(self) -> str:
         return "host"
 
+    # The phase running now; "run" once the job itself runs (earlier phases: "setup", "deploy", ...).
+    phase: str = "run"
+    # File mounts this backend could not provide (the controller records them).
+    mounts_skipped: tuple[str, ...] | list[str] = ()
+
 
 class Executor(abc.ABC):
     name: str = "base"
 
     @abc.abstractmethod
     def start(self, request: ExecRequest, handle: ClusterHandle) -> Execution: ...
+
+    def release(self, handle: ClusterHandle) -> None:
+        """Forget the cluster on the executor's side before the provider tears it down (SkyPilot
+        keeps a record of each cluster). Nothing to do by default."""

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from launcher.atomic import atomic_write_text
-from launcher.procfs import proc_stats, process_start_ticks
+from launcher.procfs import proc_stats, process_start_ticks, run_process_groups
 from launcher.executors.base import (
     DEFAULT_GRACE_SECONDS,
     PREEMPTED_EXIT_CODE,
@@ -146,28 +146,6 @@ def _group_alive(pgid: int) -> bool:
     if not os.path.isdir("/proc"):
         return True
     return any(int(f[2]) == pgid and f[0] != "Z" for f in proc_stats())
-
-
-def run_process_groups(run_id: str) -> set[int]:
-    """Process groups of live processes whose environment says LAUNCHER_RUN_ID=<run_id>.
-
-    This finds a run's job processes even when the controller died between spawning them and
-    writing procs.json (every rank's environment carries the run id)."""
-    needle = f"LAUNCHER_RUN_ID={run_id}".encode()
-    own = os.getpgrp()
-    found: set[int] = set()
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            pgid = os.getpgid(int(entry))
-        except (OSError, ProcessLookupError):
-            continue
-        if needle in env and pgid != own:
-            found.add(pgid)
-    return found
 
 
 def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS, *, run_id: str | None = None) -> list[int]:

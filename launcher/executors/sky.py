@@ -42,7 +42,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
-from launcher.providers.base import ClusterHandle, Provider
+from launcher.providers.base import ClusterHandle, Provider, ReclaimCheck
 
 CHECKPOINT_MOUNT = "/checkpoints"
 TELEMETRY_ENV = "SKYPILOT_DISABLE_USAGE_COLLECTION"
@@ -206,7 +206,8 @@ def _default_identity_file() -> str | None:
 @dataclass
 class SkyExecutor(Executor):
     """`accelerator` (e.g. 'L4') and `tags` come from the chosen offer and the run; `provider`
-    lets a failed or unreachable job be told apart as preempted / node lost / failed."""
+    (or `provider_for`, which gives the cluster's cloud's provider) lets a failed or unreachable
+    job be told apart as preempted / node lost / failed."""
 
     accelerator: str | None = None
     tags: Mapping[str, str] | None = None
@@ -216,7 +217,7 @@ class SkyExecutor(Executor):
     identity_file: str | None = None
     poll_interval_s: float = 10.0
     unreachable_polls: int = 3
-    lookup_provider: bool = True  # without `provider`, build the cloud's own (aws/gcp) from the registry
+    provider_for: Callable[[str], Provider] | None = None  # without `provider`: the cluster's cloud's own (aws/gcp)
     stream_logs: bool = True  # follow the job's output into runs/<id>/logs/rank-0.log
     clock: Callable[[], float] = time.monotonic
     name: str = "sky"
@@ -417,8 +418,7 @@ class SkyExecution(Execution):
         reclaimed = [
             iid
             for iid in gone
-            if provider is not None
-            and getattr(provider, "was_preempted", None)
+            if isinstance(provider, ReclaimCheck)
             and provider.was_preempted(self._where_preempted(), iid)
         ]
         if reclaimed:
@@ -432,11 +432,10 @@ class SkyExecution(Execution):
         return (self.handle.zone or self.handle.region) if self.handle.provider == "gcp" else self.handle.region
 
     def _provider(self) -> Provider | None:
-        if self.executor.provider is None and self.executor.lookup_provider and self.handle.provider in ("aws", "gcp"):
-            from launcher.providers import registry
-
+        lookup = self.executor.provider_for
+        if self.executor.provider is None and lookup is not None and self.handle.provider in ("aws", "gcp"):
             try:
-                self.executor.provider = registry.get(self.handle.provider)
+                self.executor.provider = lookup(self.handle.provider)
             except Exception:  # noqa: BLE001 - without it we report NODE_LOST, not PREEMPTED
                 return None
         return self.executor.provider

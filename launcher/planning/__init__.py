@@ -29,12 +29,18 @@ from pricing.models import Offer
 
 
 def _user() -> str:
-    import getpass
+    from launcher.planning.tags import user_name
 
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
+    return user_name()
+
+
+def local_offer(*, simulated: bool, simulate_price: str | None = None) -> Offer:
+    """The local offer as the controller's provider will describe it: spot when preemptions are
+    simulated, at `simulate_price` ('SPOT[,ON_DEMAND]' USD/h) when given."""
+    from launcher.providers.local import LocalProvider, PreemptionSchedule, SimulatedPrices
+
+    prices = SimulatedPrices.parse(simulate_price) if simulate_price else None
+    return LocalProvider(PreemptionSchedule((1.0,)) if simulated else None, prices=prices).offer()
 
 
 def _existing_ledger():
@@ -100,7 +106,7 @@ def make_plan(
 
         if "c" not in catalog:  # the compiled table: numpy only, no pandas on the launch path
             catalog["c"] = load_offer_catalog(
-                catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.home() / "risk.yaml"
+                catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file()
             )
         known = set(catalog["c"].clouds)
         clouds = tuple(c for c in (query.clouds or ()) if c in known)
@@ -163,13 +169,10 @@ def _with_org_budgets(plan: Plan, loaded: LoadedSpec) -> Plan:
 
     lb = loaded.spec.launcher
     owner = lb.owner or _user()  # the run is recorded with this owner too
-    try:
-        from launcher.budgets import load_budgets
+    from launcher.budgets import load_budgets
 
-        if not load_budgets().matching(lb.project, owner):
-            return plan  # no budget applies: skip opening the ledger
-    except ImportError:
-        return plan
+    if not load_budgets().matching(lb.project, owner):
+        return plan  # no budget applies: skip opening the ledger
     ledger = _existing_ledger()
     try:
         price = plan.chosen.scored.offer.price_usd_per_hour * plan.num_nodes

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from launcher.errors import CredentialsError, NoOfferError
+from pricing.errors import NoOfferError as NothingRanked
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import ResourceFields
 from pricing.models import GpuRequest, Offer, OfferQuery, ScoredOffer
@@ -145,7 +146,7 @@ def rank_candidates(
             continue
         try:
             scored = rank_cloud(query_for(alt, loaded, tuple(usable), overrides))
-        except NoOfferError as e:
+        except (NoOfferError, NothingRanked) as e:
             reasons.append(f"{label}: {e.message}")
             continue
         cloud_groups.append([Candidate(s, i) for s in scored])

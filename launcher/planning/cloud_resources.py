@@ -1,7 +1,7 @@
 """What a launch on a cloud would create, before anything is created.
 
 * `cloud_tags(loaded, plan, run_id=, created_at=)`: the tag set the first cluster of the run
-  carries (the controller's `run_tags` plus `cluster`), or None when the plan holds no cloud
+  carries (`planning.tags.run_tags` plus `cluster`), or None when the plan holds no cloud
   offer. Refuses (BadInputError, exit 2) when the spec leaves a cost-allocation tag to a
   default: `project`, `owner` and `cost_center` must be written in the `launcher:` block and the
   experiment must come from `launcher.experiment` or the task's `name` (defaults such as the
@@ -27,8 +27,8 @@ from typing import Any
 from launcher.errors import BadInputError
 from launcher.planning.plan import Plan, plan_to_dict
 from launcher.spec.loader import LoadedSpec
+from pricing.clouds import STACK_CLOUDS
 
-STACK_CLOUDS = ("aws", "gcp")  # clouds whose clusters are Pulumi stacks (infra/)
 
 
 def first_cluster_name(run_id: str) -> str:
@@ -69,10 +69,10 @@ def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datet
             f"mandatory tags: {', '.join(missing)}",
             hint=f"add {keys} under `launcher:`{where} (experiment may also come from the task's `name:`)",
         )
-    from infra.tags import to_gcp_labels, validate_tags
-    from launcher.controller.runner import run_tags
+    from infra.tags import cluster_tags, to_gcp_labels, validate_tags
+    from launcher.planning.tags import run_tags
 
-    tags = {**run_tags(loaded, run_id, created_at), "cluster": first_cluster_name(run_id)}
+    tags = cluster_tags(run_tags(loaded, run_id, created_at), cluster=first_cluster_name(run_id), run_id=run_id)
     validate_tags(tags)
     if "gcp" in clouds:
         to_gcp_labels(tags)  # refuses keys that collide once sanitized

@@ -1,7 +1,9 @@
 """The provider interface (dstack's shape): a small required core plus opt-in capabilities.
 
 Required: credentials, provision, terminate (idempotent: already gone = success), list_instances.
-Optional: instance_state, idle_signals, preemption notice source.
+The reaper's instance operations (tag, untag, stop, terminate one instance, idle signals) have
+defaults that say "not supported". Opt-in capabilities are declared Protocols, checked with
+isinstance: PreemptionNotices, ReclaimCheck, SpotCapacity, PartialListing, BatchIdleSignals.
 """
 
 from __future__ import annotations
@@ -9,23 +11,11 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol, runtime_checkable
 
 from pricing.models import Offer
 
-MANAGED_BY_TAG = "managed-by"
-MANAGED_BY_VALUE = "gpu-launcher"
-# Tags every billable resource carries (see infra/ for how they map to AWS tags / GCP labels).
-REQUIRED_TAGS = (
-    "project",
-    "experiment",
-    "owner",
-    "cost-center",
-    "run-id",
-    "cluster",
-    "managed-by",
-    "created-at",
-    "expires-at",
-)
+from infra.tags import MANAGED_BY_TAG, MANAGED_BY_VALUE, REQUIRED_TAGS  # noqa: F401 - the one tag vocabulary
 
 
 @dataclass(frozen=True)
@@ -105,29 +95,9 @@ class Provider(abc.ABC):
     def list_instances(self, tag_filter: dict[str, str] | None = None) -> list[InstanceInfo]:
         """Instances carrying our managed tag (and tag_filter), across regions."""
 
-    # ---- optional capabilities -------------------------------------------------------------
-    # Callers may find these by duck typing; the defaults here say "not supported / unknown".
+    # Optional capabilities are the Protocols below (PreemptionNotices, ReclaimCheck,
+    # SpotCapacity, PartialListing, BatchIdleSignals): callers check them with isinstance.
     notice_poll_s: float | None = None  # how often the controller may ask preemption_notice (None: its default)
-
-    def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
-        """Seen from outside the instance: a reason string when a node of the cluster was
-        reclaimed (spot interruption) or is being reclaimed, else None."""
-        return None
-
-    def was_preempted(self, region: str, instance_id: str) -> bool:
-        return False
-
-    def spot_available(self, offer: Offer, now: datetime) -> bool | None:
-        """Whether spot capacity for this offer exists right now; None = unknown (try it)."""
-        return None
-
-    def list_instances_partial(self, tag_filter: dict[str, str] | None = None) -> tuple[list[InstanceInfo], dict[str, str]]:
-        """Like list_instances, but a failing region is reported ({region: error}) instead of
-        hiding the others."""
-        return self.list_instances(tag_filter), {}
-
-    def idle_signals_many(self, instances: list[InstanceInfo], window_minutes: int) -> dict[str, IdleSignals]:
-        return {i.instance_id: self.idle_signals(i, window_minutes) for i in instances}
 
     def instance_state(self, region: str, instance_id: str) -> str | None:
         for inst in self.list_instances():
@@ -150,3 +120,40 @@ class Provider(abc.ABC):
 
     def stop_instance(self, region: str, instance_id: str) -> None:
         raise NotImplementedError(f"{self.name} cannot stop instances")
+
+
+# ---- optional capabilities: a provider has one when it defines the method -------------------------
+
+
+@runtime_checkable
+class PreemptionNotices(Protocol):
+    def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
+        """Seen from outside the instance: a reason string when a node of the cluster was
+        reclaimed (spot interruption) or is being reclaimed, else None."""
+
+
+@runtime_checkable
+class ReclaimCheck(Protocol):
+    def was_preempted(self, region: str, instance_id: str) -> bool:
+        """Whether the cloud reclaimed this (gone) instance, as opposed to it failing."""
+
+
+@runtime_checkable
+class SpotCapacity(Protocol):
+    def spot_available(self, offer: Offer, now: datetime) -> bool | None:
+        """Whether spot capacity for this offer exists right now; None = unknown (try it)."""
+
+
+@runtime_checkable
+class PartialListing(Protocol):
+    def list_instances_partial(
+        self, tag_filter: dict[str, str] | None = None
+    ) -> tuple[list[InstanceInfo], dict[str, str]]:
+        """Like list_instances, but a failing region is reported ({region: error}) instead of
+        hiding the others."""
+
+
+@runtime_checkable
+class BatchIdleSignals(Protocol):
+    def idle_signals_many(self, instances: list[InstanceInfo], window_minutes: int) -> dict[str, IdleSignals]:
+        """Idle signals of many instances in few calls (e.g. one CloudWatch get_metric_data)."""

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from launcher.providers.base import CredentialStatus
+from pricing.clouds import PROVIDER_CLOUDS
 
-DETECTABLE_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "local")
+DETECTABLE_CLOUDS = PROVIDER_CLOUDS
 
 
 def enabled_clouds(env: Mapping[str, str] | None = None, home: Path | None = None) -> dict[str, CredentialStatus]:

@@ -31,11 +31,11 @@ from launcher.providers.base import (
     InstanceInfo,
     Provider,
 )
+from launcher.providers.gcp_project import PROJECT_ENVS
 from launcher.providers.notice import GCP_NOTICE, PreemptionNoticeSource
 
 ENDPOINT_ENV = "LAUNCHER_GCP_COMPUTE_ENDPOINT"
 MONITORING_ENDPOINT_ENV = "LAUNCHER_GCP_MONITORING_ENDPOINT"
-PROJECT_ENVS = ("LAUNCHER_GCP_PROJECT", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT")
 PREEMPTED_OP = "compute.instances.preempted"
 
 # GCE statuses -> our normalized ones. GCE's TERMINATED is a stopped VM (disk kept, can restart).

@@ -25,6 +25,8 @@ import os
 import random
 from dataclasses import dataclass
 
+from launcher.errors import ProviderError
+from launcher.providers.local_instances import StopCluster
 from launcher.providers.base import (
     ClusterHandle,
     ClusterRequest,
@@ -165,14 +167,18 @@ class LocalProvider(Provider):
         placements_before: int = 0,
         clock=None,
         prices: SimulatedPrices | None = None,
+        stop_cluster: StopCluster | None = None,
     ) -> None:
         """`placements_before`: local spot placements this run already had (a resumed controller
         continues the schedule where the previous one stopped). With a `trace`, capacity
         comes and goes as the trace says (time 0 = when this provider was created).
-        `prices`: notional prices in simulated-spot mode (default: $SIMULATE_PRICE_ENV, else free)."""
+        `prices`: notional prices in simulated-spot mode (default: $SIMULATE_PRICE_ENV, else free).
+        `stop_cluster(ledger, cluster)`: how the reaper ends a local cluster's run (the CLI passes
+        `launcher down`); without it the reaper can mark local clusters but not end them."""
         import time
 
         self.preemptions = preemptions
+        self._stop_cluster = stop_cluster
         self.trace = trace
         self._clock = clock or time.monotonic
         self._t0 = self._clock()
@@ -268,7 +274,9 @@ class LocalProvider(Provider):
         """Through `launcher down`: the run's controller stops the job and tears down."""
         from launcher.providers import local_instances as li
 
-        li.stop_local_cluster(self._ledger(), instance_id, lambda cloud: LocalProvider())
+        if self._stop_cluster is None:
+            raise ProviderError("this local provider was given no way to end runs (stop_cluster)")
+        li.stop_local_cluster(self._ledger(), instance_id, self._stop_cluster)
 
     stop_instance = terminate_instance  # a local cluster has no stopped state
 

@@ -3,18 +3,19 @@
 A local cluster that the ledger records as up, and whose job processes are alive, is one
 "instance" (this machine). Its idle signal is the CPU used by the job's process groups, sampled
 over a short interval; the mark lives in the cluster's tags in the ledger; acting on it goes
-through `launcher down` (the run's controller stops the job cleanly, or the job is cleaned up
-when the controller is gone).
+through the `stop_cluster` the provider was given (the CLI gives it `launcher down`: the run's
+controller stops the job cleanly, or the job is cleaned up when the controller is gone).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
-from launcher.executors.local import run_process_groups
-from launcher.procfs import proc_stats
+from launcher.procfs import proc_stats, run_process_groups
+from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.ledger.records import ClusterState
 from launcher.providers.base import IdleSignals, InstanceInfo
 
@@ -27,7 +28,7 @@ def _node_ids(cluster) -> list[str]:
     return ids or [f"{cluster.name}-n0"]
 
 
-def list_local_instances(ledger, tag_filter: dict[str, str] | None, *, instance_type: str) -> list[InstanceInfo]:
+def list_local_instances(ledger: LedgerReader, tag_filter: dict[str, str] | None, *, instance_type: str) -> list[InstanceInfo]:
     out = []
     for c in ledger.clusters(provider="local", state=LIVE_CLUSTER_STATES):
         if any(c.tags.get(k) != v for k, v in (tag_filter or {}).items()):
@@ -44,7 +45,7 @@ def list_local_instances(ledger, tag_filter: dict[str, str] | None, *, instance_
     return out
 
 
-def cluster_of(ledger, instance_id: str):
+def cluster_of(ledger: LedgerReader, instance_id: str):
     for c in ledger.clusters(provider="local"):
         if instance_id in _node_ids(c):
             return c
@@ -68,7 +69,7 @@ def cpu_utilization_pct(run_id: str, sample_s: float = 1.0) -> float | None:
     return max(0.0, (after - before) / sample_s * 100.0)
 
 
-def local_idle_signals(ledger, instance: InstanceInfo, sample_s: float = 1.0) -> IdleSignals:
+def local_idle_signals(ledger: LedgerReader, instance: InstanceInfo, sample_s: float = 1.0) -> IdleSignals:
     c = cluster_of(ledger, instance.instance_id)
     if c is None or not c.run_id:
         return IdleSignals(None, None, 0)
@@ -76,22 +77,23 @@ def local_idle_signals(ledger, instance: InstanceInfo, sample_s: float = 1.0) ->
     return IdleSignals(gpu_utilization_pct=None, cpu_utilization_pct=cpu, samples=0 if cpu is None else 1)
 
 
-def set_local_tags(ledger, instance_id: str, tags: dict[str, str]) -> None:
+def set_local_tags(ledger: LedgerWriter, instance_id: str, tags: dict[str, str]) -> None:
     c = cluster_of(ledger, instance_id)
     if c is not None:
         ledger.upsert_cluster(replace(c, tags=dict(tags)))  # tags are merged by the ledger
 
 
-def clear_local_tags(ledger, instance_id: str, keys: list[str]) -> None:
+def clear_local_tags(ledger: LedgerWriter, instance_id: str, keys: list[str]) -> None:
     """The ledger merges tags, so a cleared tag is stored empty (readers treat '' as absent)."""
     set_local_tags(ledger, instance_id, {k: "" for k in keys})
 
 
-def stop_local_cluster(ledger, instance_id: str, provider_for, *, wait_s: float = 30.0) -> None:
-    """`launcher down` for the cluster: idempotent (an ended run is 'already ended')."""
-    from launcher.controller.cleanup import down_target
+StopCluster = Callable[[LedgerWriter, str], object]  # (ledger, cluster name): ends the cluster's run
 
+
+def stop_local_cluster(ledger: LedgerWriter, instance_id: str, stop_cluster: StopCluster) -> None:
+    """End the cluster's run through `stop_cluster` (idempotent: an ended run is left alone)."""
     c = cluster_of(ledger, instance_id)
     if c is None:
         return
-    down_target(ledger, c.name, provider_for, wait_s=wait_s)
+    stop_cluster(ledger, c.name)

@@ -6,16 +6,16 @@ import importlib
 
 from launcher.errors import UnknownNameError
 from launcher.providers.base import Provider
+from pricing.clouds import PROVIDER_CLOUDS
 
 # name -> "module:Class"
 _PROVIDERS: dict[str, str] = {
     "local": "launcher.providers.local:LocalProvider",
     "aws": "launcher.providers.aws:AwsProvider",
     "gcp": "launcher.providers.gcp:GcpProvider",
-    "fake": "launcher.providers.fake:FakeProvider",
 }
 
-KNOWN_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "local")
+KNOWN_CLOUDS = PROVIDER_CLOUDS
 
 
 def register(name: str, target: str) -> None:

@@ -1,10 +1,43 @@
 """Cluster lifecycle for providers whose clusters are Pulumi stacks (aws, gcp): infra/ owns the
-resources; the provider only translates its request and handle. infra is imported lazily."""
+resources; the provider only translates: its request into infra's spec, infra's stack outputs
+into a ClusterHandle, infra's errors into the launcher's. infra is imported lazily."""
 
 from __future__ import annotations
 
-from launcher.errors import ProviderError
-from launcher.providers.base import ClusterHandle, ClusterRequest
+from collections.abc import Callable
+from typing import TypeVar
+
+from launcher import paths
+from launcher.errors import ProviderError, as_launcher_error
+from launcher.providers.base import ClusterHandle, ClusterRequest, Node
+
+T = TypeVar("T")
+
+
+def _translated(call: Callable[[], T]) -> T:
+    """Run an infra call; its errors become LauncherErrors of the same kind (the controller
+    tells a missing tool or bad input, which fail every offer of a cloud, from a failed call)."""
+    from infra.errors import InfraError
+
+    try:
+        return call()
+    except InfraError as e:
+        raise as_launcher_error(e) from e
+
+
+def handle_from_outputs(outputs, cluster: str) -> ClusterHandle:
+    """infra's StackOutputs -> the handle executors use (node rank = instance order)."""
+    nodes = tuple(
+        Node(instance_id=iid, ip=(outputs.public_ips[i] if i < len(outputs.public_ips) else None), rank=i)
+        for i, iid in enumerate(outputs.instance_ids)
+    )
+    extra = {"ssh_user": outputs.ssh_user}
+    if outputs.bucket:
+        extra["bucket"] = outputs.bucket
+    return ClusterHandle(
+        cluster=cluster, provider=outputs.cloud, region=outputs.region, zone=outputs.zone,
+        nodes=nodes, stack=outputs.stack, extra=extra,
+    )  # fmt: skip
 
 
 def _infra():
@@ -35,18 +68,20 @@ def infra_spec_for(request: ClusterRequest, *, env=None, **overrides):
     if request.offer.cloud == "aws" and env.get("AWS_ENDPOINT_URL") and "aws" not in fields:
         fields["aws"] = spec_mod.AwsProviderSettings.for_endpoint(env["AWS_ENDPOINT_URL"])
     if request.offer.cloud == "gcp" and "gcp_project" not in fields:
-        from launcher.providers.gcp import PROJECT_ENVS
+        from launcher.providers.gcp_project import project_from_env
 
-        project = next((env[v] for v in PROJECT_ENVS if env.get(v)), None)
+        project = project_from_env(env)
         if project:
             fields["gcp_project"] = project
-    return spec_mod.ClusterInfraSpec.from_offer(
-        request.offer,
-        num_nodes=request.num_nodes,
-        tags=request.tags,
-        ssh_public_key=spec_mod.read_public_key(None),
-        ssh_allowed_cidr=request.ssh_allowed_cidr,
-        **fields,
+    return _translated(
+        lambda: spec_mod.ClusterInfraSpec.from_offer(
+            request.offer,
+            num_nodes=request.num_nodes,
+            tags=request.tags,
+            ssh_public_key=spec_mod.read_public_key(None),
+            ssh_allowed_cidr=request.ssh_allowed_cidr,
+            **fields,
+        )
     )
 
 
@@ -57,8 +92,8 @@ def provision_stack(request: ClusterRequest, **overrides) -> ClusterHandle:
     passed to the stack (the VM gets infra's default deep-learning image)."""
     _naming, _spec_mod, stacks = _infra()
     spec = infra_spec_for(request, **overrides)
-    spec.require_deployable()
-    handle = stacks.up(spec).to_cluster_handle(request.cluster)
+    _translated(spec.require_deployable)
+    handle = handle_from_outputs(_translated(lambda: stacks.up(spec, state_home=paths.home())), request.cluster)
     extra = {**handle.extra, "project": spec.project}
     if request.offer.accelerator:
         extra["accelerator"] = request.offer.accelerator
@@ -69,4 +104,4 @@ def destroy_stack(handle: ClusterHandle) -> None:
     """`pulumi destroy` the cluster's stack; idempotent (no stack = success)."""
     naming, _spec, stacks = _infra()
     project = handle.extra.get("project") or naming.parse_stack_name(handle.stack)[0]
-    stacks.destroy(project, handle.cluster)
+    _translated(lambda: stacks.destroy(project, handle.cluster, state_home=paths.home()))

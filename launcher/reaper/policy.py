@@ -27,7 +27,6 @@ from launcher.config_file import load_yaml_model
 from launcher.errors import did_you_mean
 
 ACTIONS = ("stop", "destroy")
-KNOWN_PROVIDERS = ("aws", "gcp", "local", "fake")
 
 
 class IdleRule(BaseModel):
@@ -92,9 +91,12 @@ class ReapPolicy(BaseModel):
     @field_validator("providers")
     @classmethod
     def _known_providers(cls, v: list[str]) -> list[str]:
+        from launcher.providers import registry
+
+        known = registry.names()  # the production providers, plus any a test registered
         for p in v:
-            if p not in KNOWN_PROVIDERS:
-                hint = did_you_mean(p, KNOWN_PROVIDERS)
+            if p not in known:
+                hint = did_you_mean(p, known)
                 raise ValueError(f"unknown provider {p!r}" + (f" ({hint})" if hint else ""))
         return v
 

@@ -18,7 +18,7 @@ from filelock import FileLock, Timeout
 from launcher import paths
 from launcher.errors import ConflictError
 from launcher.ledger import ClusterState, Ledger, ReapAuditRecord
-from launcher.providers.base import InstanceInfo, Provider
+from launcher.providers.base import BatchIdleSignals, InstanceInfo, PartialListing, Provider
 from launcher.reaper.actions import ActionTarget, StackDestroyer, get_action
 from launcher.reaper.decide import MARK_TAG, DecisionKind, decide, format_mark, parse_expiry
 from launcher.reaper.filters import Observation
@@ -106,9 +106,8 @@ def run_pass(
         for name, provider in providers.items():
             failed_regions: set[str] = set()
             try:
-                partial = getattr(provider, "list_instances_partial", None)
-                if partial is not None:  # one failing region must not hide the others
-                    instances, region_errors = with_retries(partial, **retry_kwargs)
+                if isinstance(provider, PartialListing):  # one failing region must not hide the others
+                    instances, region_errors = with_retries(provider.list_instances_partial, **retry_kwargs)
                     failed_regions = set(region_errors)
                     report.errors += [f"{name}/{r}: listing failed: {err}" for r, err in sorted(region_errors.items())]
                 else:
@@ -153,9 +152,9 @@ def _batch_signals(provider, instances, policy, retry_kwargs) -> dict[str, objec
     """Providers that can read many instances' metrics in one call (CloudWatch get_metric_data
     takes 500 queries) expose `idle_signals_many`; one call per distinct window. A failure
     here falls back to per-instance reads."""
-    many = getattr(provider, "idle_signals_many", None)
-    if many is None or not instances:
+    if not isinstance(provider, BatchIdleSignals) or not instances:
         return {}
+    many = provider.idle_signals_many
     by_window: dict[int, list[InstanceInfo]] = {}
     for i in instances:
         by_window.setdefault(policy.for_project(i.tags.get("project")).idle.window_minutes, []).append(i)

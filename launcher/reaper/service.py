@@ -1,5 +1,8 @@
 """Wiring for one reaper pass from the CLI: validate the policy, check credentials of every
-provider it names (before anything is touched), open the ledger, run the pass."""
+provider it names (before anything is touched), open the ledger, run the pass.
+
+`stop_local_cluster(ledger, cluster)` is how a local cluster's run is ended (the CLI passes
+`launcher down`; the reaper does not reach into the controller)."""
 
 from __future__ import annotations
 
@@ -8,15 +11,23 @@ from pathlib import Path
 
 from launcher.errors import BadInputError
 from launcher.providers import registry
+from launcher.providers.local_instances import StopCluster
 from launcher.reaper.policy import load_policy
 from launcher.reaper.runner import ReapReport, run_pass
 
 
-def reap_once(policy_path: Path | None, *, dry_run: bool, project: str | None, now: datetime | None = None) -> ReapReport:
+def reap_once(
+    policy_path: Path | None,
+    *,
+    dry_run: bool,
+    project: str | None,
+    stop_local_cluster: StopCluster | None = None,
+    now: datetime | None = None,
+) -> ReapReport:
     policy = load_policy(policy_path)
     providers = {}
     for name in policy.providers:
-        prov = registry.get(name)
+        prov = registry.get(name, **({"stop_cluster": stop_local_cluster} if name == "local" else {}))
         cred = prov.credentials()
         if not cred.enabled:
             raise BadInputError(f"the reaper policy names provider {name!r} but no credentials were found ({cred.source})")
@@ -30,13 +41,16 @@ def reap_once(policy_path: Path | None, *, dry_run: bool, project: str | None, n
 def _destroy_stack(project: str, cluster: str) -> None:
     """`pulumi destroy` through infra/ so the stack's state stays consistent."""
     from infra import stacks
+    from launcher import paths
 
-    stacks.destroy(project, cluster)
+    stacks.destroy(project, cluster, state_home=paths.home())
 
 
 def _price_lookup(instance) -> float | None:
-    try:
-        from pricing.lookup import hourly_price
-    except ImportError:
-        return None
-    return hourly_price(instance.provider, instance.region, instance.instance_type, spot=instance.spot)
+    from launcher import paths
+    from pricing.lookup import hourly_price
+
+    return hourly_price(
+        instance.provider, instance.region, instance.instance_type, spot=instance.spot,
+        cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file(),
+    )

@@ -1,4 +1,4 @@
-"""The tick simulator. Semantics (fixed by issue 4, so results compare with the literature):
+"""The tick simulator. Semantics (chosen so results compare with the literature):
 
 - time advances in ticks of the trace's gap; each tick the policy chooses spot, on-demand or none,
   and may choose spot only in a zone whose tick is available;

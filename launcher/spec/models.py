@@ -13,9 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from launcher.errors import did_you_mean
 from launcher.spec.durations import parse_duration_seconds
+from pricing.clouds import SPEC_CLOUDS  # clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`)
 
-# Clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`); `local` is the embedded backend.
-SPEC_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "kubernetes", "local")
 _CLOUD_ALIASES = {"k8s": "kubernetes", "lambdalabs": "lambda", "google": "gcp", "amazon": "aws"}
 
 _Model = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -33,46 +32,34 @@ def normalize_cloud(name: str) -> str:
 def parse_accelerators(value: Any) -> tuple[tuple[str, int], ...] | None:
     """'A100:8' | 'A100' | {A100: 8, H100: 8} | ['A100:8', 'H100:8'] -> ((name, count), ...).
 
-    Several shapes mean "any of these". Names are normalized; unknown names raise ValueError
-    with a did-you-mean.
+    Several shapes mean "any of these". Parsed by `pricing.gpus.parse_gpus` (the one GPU-shape
+    parser); its errors become ValueErrors (pydantic reports them with the spec's line).
     """
-    from pricing.gpus import KNOWN_GPUS, normalize_gpu_name
+    from pricing.errors import PricingInputError
+    from pricing.gpus import parse_gpus
 
     if value is None:
         return None
-    items: list[tuple[str, Any]] = []
     if isinstance(value, str):
-        for part in value.split(","):
-            name, _, count = part.partition(":")
-            items.append((name, count or 1))
+        shapes = [value]
     elif isinstance(value, dict):
-        items = [(str(k), 1 if v is None else v) for k, v in value.items()]
+        shapes = [f"{k}:{1 if v is None else v}" for k, v in value.items()]
     elif isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
-        items = list(value)  # already parsed (re-validation of a merged alternative)
+        shapes = [f"{n}:{c}" for n, c in value]  # already parsed (re-validation of a merged alternative)
     elif isinstance(value, list | set | tuple):
         for v in value:
             if not isinstance(v, str):
                 raise ValueError(f"accelerator list items are strings like 'A100:8' (got {v!r})")
-            name, _, count = v.partition(":")
-            items.append((name, count or 1))
+        shapes = list(value)
     else:
         raise ValueError(f"accelerators: write 'A100:8', {{A100: 8}} or a list of shapes (got {value!r})")
-    out: list[tuple[str, int]] = []
-    for name, count in items:
-        canon = normalize_gpu_name(name.strip()) if name.strip() else None
-        if canon is None:
-            hint = did_you_mean(name.strip(), KNOWN_GPUS)
-            raise ValueError(f"unknown GPU {name.strip()!r}" + (f"; {hint}" if hint else ""))
-        try:
-            n = float(count)
-        except (TypeError, ValueError):
-            raise ValueError(f"GPU count for {canon} must be a whole number >= 1 (got {count!r})") from None
-        if n < 1 or n != int(n):
-            raise ValueError(f"GPU count for {canon} must be a whole number >= 1 (got {count!r})")
-        out.append((canon, int(n)))
-    if not out:
+    if not shapes:
         raise ValueError("accelerators is empty")
-    return tuple(dict.fromkeys(out))
+    try:
+        requests = parse_gpus(shapes)
+    except PricingInputError as e:
+        raise ValueError(str(e)) from None
+    return tuple((r.name, r.count) for r in requests)
 
 
 def _parse_amount(value: Any, what: str) -> float | None:

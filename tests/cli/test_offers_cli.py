@@ -133,3 +133,17 @@ def test_snapshot_works_offline_without_catalog_dir():
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
     assert len(got) == 5 and all(o["accelerator_count"] == 8 for o in got)
+
+
+def test_global_options_after_the_subcommand(slices, capsys):
+    """`--catalog-dir` and `--debug` work after the subcommand too (same answer as before it)."""
+    from launcher.cli.main import run
+
+    before = run(["--catalog-dir", str(slices), "offers", "--gpus", "A100:8", "--on-demand", "--json", "--limit", "3"])
+    first = json.loads(capsys.readouterr().out)
+    after = run(["offers", "--gpus", "A100:8", "--on-demand", "--json", "--limit", "3", "--catalog-dir", str(slices), "--debug"])
+    second = json.loads(capsys.readouterr().out)
+    assert (before, after) == (0, 0)
+    assert second == first and len(first) == 3
+    assert run(["offers", "--gpus", "A100:8", "--on-demand", f"--catalog-dir={slices}", "--json", "--limit", "1"]) == 0
+    assert json.loads(capsys.readouterr().out) == first[:1]

@@ -83,6 +83,8 @@ def test_down_stops_a_running_detached_job(tmp_path):
     (run,) = runs_json()
     assert run["state"] == "cancelled" and run["current"]["end_reason"] == "cancelled"
     assert json.loads(run_cli("status", "--json").stdout)["runs"] == []
+    listed = run_cli("runs", "list").stdout + run_cli("runs", "show", run_id).stdout
+    assert "cancelled" in listed and "cancelled (cancelled)" not in listed  # the reason only when it adds something
     again = run_cli("down", run_id)  # idempotent
     assert again.returncode == 0 and "already ended" in again.stderr
 
@@ -106,3 +108,13 @@ def test_status_lists_live_runs_only_unless_all(tmp_path):
     assert r["name"] == "quick" and r["state"] == "succeeded" and r["controller"] is None
     table = run_cli("status", "--all")
     assert "quick" in table.stdout and "succeeded" in table.stdout
+
+
+def test_failed_run_says_failed_once(tmp_path):
+    spec = write_spec(tmp_path, "run: exit 3\n")
+    res = run_cli("launch", str(spec), "--yes")
+    assert res.returncode == 1
+    assert "failed" in res.stderr and "failed (failed)" not in res.stderr, res.stderr
+    (run,) = ledger_runs()
+    out = run_cli("runs", "list").stdout + run_cli("runs", "show", run.run_id).stdout
+    assert "failed" in out and "failed (failed)" not in out, out

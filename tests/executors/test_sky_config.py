@@ -164,7 +164,7 @@ class ScriptedSdk:
 
 def start(tmp_path, sdk, provider=None, h=None):
     ex = SkyExecutor(accelerator="L4", provider=provider, sdk=sdk, pools_file=tmp_path / "pools.yaml",
-                     identity_file="/id", poll_interval_s=0, unreachable_polls=2, lookup_provider=False)
+                     identity_file="/id", poll_interval_s=0, unreachable_polls=2)
     execution = ex.start(request(tmp_path), h or handle())
     execution._thread.join(5)
     return execution
@@ -264,7 +264,7 @@ def test_release_downs_the_sky_cluster_and_pool_and_removes_our_entry(tmp_path):
     sdk = ScriptedSdk(["RUNNING"])
     pools = tmp_path / "pools.yaml"
     pools.write_text(yaml.safe_dump({"my-lab": {"hosts": ["192.168.1.5"]}}))
-    ex = SkyExecutor(sdk=sdk, pools_file=pools, identity_file="/id", lookup_provider=False)
+    ex = SkyExecutor(sdk=sdk, pools_file=pools, identity_file="/id")
     execution = ex.start(request(tmp_path), handle())
     execution._thread.join(5)
     ex.release(handle())

@@ -276,7 +276,7 @@ def test_sdk_deploys_the_pool_launches_the_task_and_reads_status(sky_api, sky_sd
     req, gpu = request_from_spec(REPO / "task_specs" / "train.yaml", tmp_path)
     h = cluster(n=1)
     ex = SkyExecutor(accelerator=gpu, tags=TAGS, sdk=sky_sdk, pools_file=tmp_path / "pools.yaml",
-                     identity_file=_key(tmp_path), poll_interval_s=0, lookup_provider=False)
+                     identity_file=_key(tmp_path), poll_interval_s=0)
     execution = ex.start(req, h)
     result = execution.wait(timeout_s=60)
 
@@ -335,7 +335,7 @@ def test_sdk_stop_sends_cancel_for_the_job(sky_api, sky_sdk, tmp_path):
     req, gpu = request_from_spec(REPO / "task_specs" / "quickstart.yaml", tmp_path)
     sky_api.job_statuses = ["RUNNING"]
     ex = SkyExecutor(accelerator=gpu, sdk=sky_sdk, pools_file=tmp_path / "pools.yaml",
-                     identity_file=_key(tmp_path), poll_interval_s=0, lookup_provider=False)
+                     identity_file=_key(tmp_path), poll_interval_s=0)
     execution = ex.start(req, cluster(n=1))
     deadline = time.monotonic() + 60
     while execution.phase != "run" and time.monotonic() < deadline:

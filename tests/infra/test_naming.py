@@ -9,7 +9,7 @@ import string
 import pytest
 
 from infra.naming import bucket_name, parse_stack_name, resource_prefix, stack_name
-from launcher.errors import BadInputError
+from infra.errors import InfraInputError as BadInputError
 
 
 def test_clean_names_are_kept_readable():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.spec import ClusterInfraSpec, read_public_key
-from launcher.errors import BadInputError
+from infra.errors import InfraInputError as BadInputError
 from pricing.models import Offer
 from tests.infra.helpers import CIDR, PUBKEY, make_spec, make_tags
 

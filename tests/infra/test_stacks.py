@@ -12,7 +12,8 @@ import pytest
 
 from infra import stacks
 from infra.cli_check import INSTALL_HINT, find_pulumi
-from launcher.errors import BadInputError, ToolMissingError
+from infra.errors import InfraInputError as BadInputError
+from infra.errors import ToolMissingError
 from tests.infra.helpers import make_spec
 
 
@@ -39,29 +40,31 @@ def _tree(path):
 def test_without_cli_every_operation_refuses_before_writing_anything(no_pulumi, launcher_home, op):
     spec = make_spec("aws")
     call = {
-        "preview": lambda: stacks.preview(spec),
-        "up": lambda: stacks.up(spec),
-        "destroy": lambda: stacks.destroy("vision", "c1"),
+        "preview": lambda: stacks.preview(spec, state_home=launcher_home),
+        "up": lambda: stacks.up(spec, state_home=launcher_home),
+        "destroy": lambda: stacks.destroy("vision", "c1", state_home=launcher_home),
     }[op]
     with pytest.raises(ToolMissingError) as e:
         call()
     assert "Pulumi CLI" in e.value.message and f"infra {op}" in e.value.message
     assert e.value.hint == INSTALL_HINT and "get.pulumi.com" in INSTALL_HINT
-    assert int(e.value.exit_code) == 5
+    from launcher.errors import as_launcher_error
+
+    assert int(as_launcher_error(e.value).exit_code) == 5  # the CLI's PROVIDER exit code
     assert _tree(launcher_home) == []  # no state dir, no passphrase file
 
 
 def test_without_cli_bad_spec_for_up_still_reports_the_missing_cli_first(no_pulumi, launcher_home):
     spec = make_spec("aws", ssh_public_key=None)
     with pytest.raises(ToolMissingError):
-        stacks.up(spec)
+        stacks.up(spec, state_home=launcher_home)
     assert _tree(launcher_home) == []
 
 
 def test_list_on_a_remote_backend_needs_the_cli(no_pulumi, launcher_home, monkeypatch):
     monkeypatch.setenv(stacks.BACKEND_ENV, "s3://team-state/pulumi")
     with pytest.raises(ToolMissingError):
-        stacks.list_stacks()
+        stacks.list_stacks(launcher_home)
     assert _tree(launcher_home) == []
 
 
@@ -83,37 +86,37 @@ def test_find_pulumi_on_path_or_in_home(tmp_path):
 
 def test_backend_url_default_and_configured(launcher_home, monkeypatch):
     monkeypatch.delenv(stacks.BACKEND_ENV, raising=False)
-    assert stacks.backend_url() == f"file://{(launcher_home / 'pulumi').resolve()}"
+    assert stacks.backend_url(launcher_home) == f"file://{(launcher_home / 'pulumi').resolve()}"
     monkeypatch.setenv(stacks.BACKEND_ENV, "gs://team-state/pulumi")
-    assert stacks.backend_url() == "gs://team-state/pulumi"
+    assert stacks.backend_url(launcher_home) == "gs://team-state/pulumi"
     monkeypatch.setenv(stacks.BACKEND_ENV, "http://example.com/state")
     with pytest.raises(BadInputError, match="unsupported backend"):
-        stacks.backend_url()
+        stacks.backend_url(launcher_home)
 
 
 def test_passphrase_file_is_private_stable_and_repaired_when_empty(launcher_home, monkeypatch):
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
-    env = stacks.passphrase_env()
+    env = stacks.passphrase_env(launcher_home)
     path = launcher_home / stacks.PASSPHRASE_FILE_NAME
     assert env == {"PULUMI_CONFIG_PASSPHRASE_FILE": str(path)}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     secret = path.read_text()
     assert len(secret) >= 32
-    assert stacks.ensure_passphrase_file() == path and path.read_text() == secret  # never regenerated
+    assert stacks.ensure_passphrase_file(launcher_home) == path and path.read_text() == secret  # never regenerated
     path.write_text("")  # as after a crash between create and write
-    stacks.ensure_passphrase_file()
+    stacks.ensure_passphrase_file(launcher_home)
     assert len(path.read_text()) >= 32 and path.read_text() != secret
 
 
 def test_passphrase_from_env_writes_no_file(launcher_home, monkeypatch):
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "s3cret")
-    assert stacks.passphrase_env() == {"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
+    assert stacks.passphrase_env(launcher_home) == {"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
     assert _tree(launcher_home) == []
 
 
 def test_list_reads_a_file_backend_without_the_cli(no_pulumi, launcher_home):
-    assert stacks.list_stacks() == []
+    assert stacks.list_stacks(launcher_home) == []
     d = launcher_home / "pulumi" / ".pulumi" / "stacks" / "gpu-launcher"
     d.mkdir(parents=True)
     checkpoint = {
@@ -129,7 +132,7 @@ def test_list_reads_a_file_backend_without_the_cli(no_pulumi, launcher_home):
     (d / "vision.c1.json").write_text(json.dumps(checkpoint))
     (d / "vision.c1.json.bak").write_text("{}")
     (d / "nlp.big.json").write_text('{"checkpoint": {"lat')  # torn/being written: still listed
-    found = {s.name: s for s in stacks.list_stacks()}
+    found = {s.name: s for s in stacks.list_stacks(launcher_home)}
     assert set(found) == {"vision.c1", "nlp.big"}
     s = found["vision.c1"]
     assert (s.project, s.cluster, s.resource_count) == ("vision", "c1", 3)
@@ -144,7 +147,9 @@ def test_stack_outputs_become_a_cluster_handle():
          "instance_ids": ["i-1", "i-2"], "public_ips": ["198.51.100.1", "198.51.100.2"],
          "private_ips": ["10.77.0.5", "10.77.0.6"], "bucket": "vision-c1-ckpt-x"},
     )
-    h = out.to_cluster_handle("c1")
+    from launcher.providers.stack_backed import handle_from_outputs
+
+    h = handle_from_outputs(out, "c1")
     assert [(n.instance_id, n.ip, n.rank) for n in h.nodes] == [("i-1", "198.51.100.1", 0), ("i-2", "198.51.100.2", 1)]
     assert (h.provider, h.region, h.stack, h.extra["bucket"]) == ("aws", "us-east-1", "vision.c1", "vision-c1-ckpt-x")
 
@@ -156,7 +161,7 @@ def test_real_pulumi_preview_against_moto(aws_env, launcher_home, monkeypatch):
 
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test")
     spec = make_spec("aws", num_nodes=2, image_id="ami-12c6146b", aws=AwsProviderSettings.for_endpoint(aws_env))
-    result = stacks.preview(spec)
+    result = stacks.preview(spec, state_home=launcher_home)
     assert result.changes.get("create", 0) >= 10
     assert (launcher_home / "pulumi").is_dir()
     assert os.path.exists(launcher_home / stacks.PASSPHRASE_FILE_NAME) is False  # env passphrase used
@@ -177,7 +182,7 @@ def test_workspace_options_pin_backend_secrets_and_the_found_binary(tmp_path, la
     def program() -> None:
         return None
 
-    opts = stacks._workspace_options(exe, program)
+    opts = stacks._workspace_options(exe, program, launcher_home)
     url = f"file://{(launcher_home / 'pulumi').resolve()}"
     assert opts.project_settings.name == "gpu-launcher"
     assert opts.project_settings.backend.url == url

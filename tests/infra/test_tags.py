@@ -22,7 +22,7 @@ from infra.tags import (
     to_gcp_labels,
     validate_tags,
 )
-from launcher.errors import BadInputError
+from infra.errors import InfraInputError as BadInputError
 from launcher.providers.base import REQUIRED_TAGS
 
 NOW = datetime(2026, 11, 30, 8, 0, 0, tzinfo=UTC)

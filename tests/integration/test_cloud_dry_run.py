@@ -106,7 +106,7 @@ def test_aws_dry_run_without_credentials_prints_ranked_and_resource_plan(launche
 
 
 def test_gcp_dry_run_without_credentials_shows_sanitized_labels(launcher_home):
-    from infra.tags import is_valid_gcp_label, to_gcp_labels
+    from infra.tags import is_valid_gcp_label
 
     doc = _dry_run_json("gcp")
     cands = _check_ranked(doc, "gcp")
@@ -114,7 +114,15 @@ def test_gcp_dry_run_without_credentials_shows_sanitized_labels(launcher_home):
     assert rp["cloud"] == "gcp" and rp["zone"] == cands[0]["scored"]["offer"]["zone"]
     _check_tag_values(rp["tags"])
     labels = rp["labels"]
-    assert labels == to_gcp_labels(rp["tags"])
+    tags = rp["tags"]
+    # By hand: train.yaml's values are valid labels already; run-id and cluster are lowercase
+    # `r-<date>-<time>-<hex>`; the timestamps' `T`, `:` and `Z` become `t`, `-` and `z`.
+    assert labels == {
+        "project": "examples", "experiment": "digits", "owner": "ml-team", "cost-center": "research",
+        "managed-by": "gpu-launcher", "run-id": tags["run-id"], "cluster": tags["run-id"] + "-c1",
+        "created-at": tags["created-at"][:10] + "t" + tags["created-at"][11:19].replace(":", "-") + "z",
+        "expires-at": tags["expires-at"][:10] + "t" + tags["expires-at"][11:19].replace(":", "-") + "z",
+    }  # fmt: skip
     assert all(is_valid_gcp_label(k, v) for k, v in labels.items())
     assert labels["created-at"] == rp["tags"]["created-at"].lower().replace(":", "-")
     for res in _billable(doc):

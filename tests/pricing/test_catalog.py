@@ -104,7 +104,7 @@ def test_snapshot_loads_offline(tmp_path):
 
 
 def test_catalog_dir_without_catalogs_is_bad_input(tmp_path):
-    from launcher.errors import BadInputError
+    from pricing.errors import PricingInputError as BadInputError
 
     (tmp_path / "x").mkdir()
     with pytest.raises(BadInputError, match="holds no"):

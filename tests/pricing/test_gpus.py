@@ -1,6 +1,7 @@
 import pytest
 
-from launcher.errors import BadInputError, UnknownNameError
+from pricing.errors import PricingInputError as BadInputError
+from pricing.errors import UnknownNameError
 from pricing.gpus import gpu_family, normalize_gpu_name, parse_gpus
 from pricing.models import GpuRequest
 

@@ -6,7 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from launcher.errors import BadInputError, NoOfferError, UnknownNameError
+from pricing.errors import NoOfferError, UnknownNameError
+from pricing.errors import PricingInputError as BadInputError
 from pricing.catalog import load_catalog
 from pricing.models import GpuRequest, OfferQuery
 from pricing.rank import expected_time, explain_offers, rank_offers

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from launcher.errors import ConflictError
+from pricing.errors import PricingBusyError as ConflictError
 from pricing.catalog import load_catalog
 from pricing.refresh import lock, refresh_catalogs
 from pricing.sources import catalog_status

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from launcher.errors import SpecError
+from pricing.errors import PricingInputError as SpecError
 from pricing import risk
 from pricing.risk import (
     ADVISOR_BANDS,

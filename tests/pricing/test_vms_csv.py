@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from launcher.errors import BadInputError
+from pricing.errors import PricingInputError as BadInputError
 from pricing.catalog import normalize_cloud
 from pricing.vms_csv import read_vms_csv
 from tests.pricing.helpers import AWS_V7_HEADER, fnum, raw_rows, write_csv

@@ -115,6 +115,22 @@ class AwsHarness(Harness):
         self._ec2(place).terminate_instances(InstanceIds=[instance_id])
 
 
+# Tags as GCP labels, written out here rather than by the product's encoder (the stand-in is
+# seeded with these): a UTC timestamp `2026-11-30T08:00:00Z` is stored as `2026-11-30t08-00-00z`;
+# every other key and value the tests use is a valid label already and is stored as it is.
+def _hand_gcp_labels(tags: dict[str, str]) -> dict[str, str]:
+    import re
+
+    out = {}
+    for k, v in tags.items():
+        assert re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", k), f"tag key {k!r} needs a hand-written label"
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", v):
+            v = v[:10] + "t" + v[11:13] + "-" + v[14:16] + "-" + v[17:19] + "z"
+        assert re.fullmatch(r"[a-z0-9_-]{0,63}", v), f"tag value {v!r} needs a hand-written label"
+        out[k] = v
+    return out
+
+
 class GcpHarness(Harness):
     server: GceServer
     _names = itertools.count(1)
@@ -123,9 +139,7 @@ class GcpHarness(Harness):
         return place.rsplit("-", 1)[0]
 
     def seed(self, place, n, tags, *, spot=True, instance_type=None):
-        from infra.tags import to_gcp_labels
-
-        labels = to_gcp_labels(tags) if tags else {}
+        labels = _hand_gcp_labels(tags or {})
         ids = []
         for _ in range(n):
             name = f"vm-{next(self._names)}"
@@ -265,6 +279,12 @@ HARNESSES = {"aws": make_aws, "gcp": make_gcp, "fake": make_fake}
 
 @pytest.fixture(params=sorted(HARNESSES))
 def cloud(request) -> Harness:
+    return HARNESSES[request.param](request)
+
+
+@pytest.fixture(params=["aws", "gcp"])
+def stack_cloud(request) -> Harness:
+    """Only the clouds whose clusters are Pulumi stacks (the fake provisions in memory)."""
     return HARNESSES[request.param](request)
 
 

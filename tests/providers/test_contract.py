@@ -1,7 +1,8 @@
 """One contract, three backends: aws (moto_server), gcp (local Compute REST server), fake.
 
 The fake provider used by the controller and reaper tests must behave like the real ones; this
-suite is what keeps it honest.
+suite is what keeps it honest. Every case runs on all three, except the one about Pulumi stacks,
+which runs on the stack-backed clouds only (no skips).
 """
 
 from __future__ import annotations
@@ -200,9 +201,9 @@ def test_preemption_notice_from_outside_the_instance(cloud):
     assert why is not None and nodes[1] in why
 
 
-def test_provision_without_pulumi_cli_refuses_before_creating_anything(cloud, tmp_path, monkeypatch):
-    if cloud.name == "fake":
-        pytest.skip("the fake provisions in memory; no Pulumi")
+def test_provision_without_pulumi_cli_refuses_before_creating_anything(stack_cloud, tmp_path, monkeypatch):
+    """A claim about Pulumi-backed providers only: the fake is not part of it (it has no stack)."""
+    cloud = stack_cloud
     from launcher.errors import ToolMissingError
     from launcher.providers.base import ClusterRequest
     from pricing.models import Offer

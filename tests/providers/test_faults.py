@@ -216,8 +216,28 @@ def test_aws_unreachable_endpoint_is_one_provider_error(monkeypatch):
 
 
 def test_registry_knows_the_cloud_providers():
-    assert {"aws", "gcp", "fake"} <= set(registry.names())
+    assert {"aws", "gcp", "fake"} <= set(registry.names())  # tests/conftest.py registers the fake
     assert registry.get("fake").name == "fake"
+
+
+def test_production_registry_and_reaper_do_not_list_the_fake(tmp_path):
+    """In a fresh interpreter (no test conftest) the fake is unknown to the registry and the reaper."""
+    import subprocess
+    import sys
+
+    code = (
+        "from launcher.providers import registry\n"
+        "from launcher.reaper.policy import ReapPolicy\n"
+        "print(sorted(registry.names()))\n"
+        "try:\n"
+        "    ReapPolicy(providers=['fake'])\n"
+        "    print('accepted')\n"
+        "except Exception as e:\n"
+        "    print('refused', type(e).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["['aws', 'gcp', 'local']", "refused ValidationError"]
 
 
 def test_aws_idle_signals_batch_across_several_get_metric_data_calls(aws_env):

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from launcher.cli.reap_cmd import down_local_cluster
 from launcher.ledger import Ledger
 from launcher.providers.local import LocalProvider
 from launcher.reaper.decide import MARK_TAG
@@ -60,7 +61,8 @@ def test_stalled_local_job_is_marked_then_stopped_busy_one_kept(tmp_path):
             assert by_run[busy].decision == "keep", by_run[busy].reasons
             assert led.get_cluster(by_run[idle].cluster).tags.get(MARK_TAG)
 
-            p2 = run_pass(policy, {"local": LocalProvider()}, led, now=now + timedelta(minutes=61), sleep=lambda s: None).outcomes
+            # Ending a local run is `launcher down`, which the CLI hands the provider.
+            p2 = run_pass(policy, {"local": LocalProvider(stop_cluster=down_local_cluster)}, led, now=now + timedelta(minutes=61), sleep=lambda s: None).outcomes
             acted = [o for o in p2 if o.decision == "act"]
             assert [led.get_cluster(o.cluster).run_id for o in acted] == [idle]
             assert acted[0].ok, acted[0].error

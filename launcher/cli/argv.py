@@ -1,0 +1,28 @@
+"""Global options (`--debug`, `--catalog-dir DIR`) are accepted before or after the subcommand:
+`launcher offers --gpus H100:8 --catalog-dir D` means `launcher --catalog-dir D offers --gpus H100:8`."""
+
+from __future__ import annotations
+
+GLOBAL_FLAGS = ("--debug",)
+GLOBAL_OPTIONS = ("--catalog-dir",)  # take one value
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options found anywhere (before a `--`) to the front, keeping their order."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest.extend(argv[i:])
+            break
+        if a in GLOBAL_FLAGS or any(a.startswith(o + "=") for o in GLOBAL_OPTIONS):
+            front.append(a)
+        elif a in GLOBAL_OPTIONS and i + 1 < len(argv):
+            front.extend(argv[i : i + 2])
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest

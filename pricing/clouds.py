@@ -1,0 +1,20 @@
+"""The cloud names, one vocabulary for the whole project (`launcher` imports it; so may `infra`).
+
+- CATALOG_CLOUDS: clouds with a SkyPilot-format price catalog (snapshot, cache, refresh).
+- LOCAL: this machine (the embedded backend); it has no catalog, its offer is built in.
+- KUBERNETES: a cluster the user already has, named in a spec's `infra:`.
+- PROVIDER_CLOUDS: clouds the launcher detects credentials for (catalog clouds and local).
+- SPEC_CLOUDS: what a task spec's `infra:` / `--cloud` may name.
+- STACK_CLOUDS: clouds whose clusters are Pulumi stacks (programs in infra/) and whose
+  instances the reaper lists, with LOCAL.
+"""
+
+from __future__ import annotations
+
+CATALOG_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod")
+LOCAL = "local"
+KUBERNETES = "kubernetes"
+PROVIDER_CLOUDS = (*CATALOG_CLOUDS, LOCAL)
+SPEC_CLOUDS = (*CATALOG_CLOUDS, KUBERNETES, LOCAL)
+STACK_CLOUDS = ("aws", "gcp")
+REAPABLE_CLOUDS = (*STACK_CLOUDS, LOCAL)

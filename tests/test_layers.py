@@ -1,0 +1,61 @@
+"""The import rules in pyproject.toml ([tool.importlinter]) hold, and `lint-imports` really fails
+(naming the contract and the import) when one is broken."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_every_import_contract_is_kept():
+    res = _lint(ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "0 broken" in res.stdout
+
+
+def _copy_tree(dst: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for pkg in ("launcher", "pricing", "infra"):
+        shutil.copytree(ROOT / pkg, dst / pkg, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
+
+
+def _append(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + "\n" + line + "\n")
+
+
+def test_lint_imports_fails_on_an_added_violation(tmp_path):
+    _copy_tree(tmp_path)
+    # A library reaching into the launcher, and planning reaching up into the controller.
+    _append(tmp_path / "pricing" / "gpus.py", "from launcher import paths  # noqa: E402")
+    _append(tmp_path / "launcher" / "planning" / "plan.py", "from launcher.controller import states  # noqa: E402")
+    res = _lint(tmp_path)
+    out = res.stdout
+    assert res.returncode != 0
+    assert "pricing and infra are libraries: they import nothing from launcher BROKEN" in out
+    assert "pricing.gpus -> launcher.paths" in out
+    assert "planning never imports the controller BROKEN" in out
+    assert "launcher.planning.plan -> launcher.controller.states" in out
+    assert "0 broken" not in out
+
+
+def test_lint_imports_fails_on_an_added_cycle(tmp_path):
+    _copy_tree(tmp_path)
+    _append(tmp_path / "pricing" / "models.py", "from pricing import rank  # noqa: E402")
+    res = _lint(tmp_path)
+    assert res.returncode != 0
+    assert "no import cycles between sibling modules in any folder BROKEN" in res.stdout
+    assert "No cycles are allowed in pricing." in res.stdout
