@@ -174,6 +174,7 @@ class LocalProvider(Provider):
 
         self.preemptions = preemptions
         self.trace = trace
+        self.reaper_extra_age_s = 0.0  # tests age the jobs the reaper sees, as they age `now`
         self._clock = clock or time.monotonic
         self._t0 = self._clock()
         self._provisioned = placements_before
@@ -249,10 +250,10 @@ class LocalProvider(Provider):
         return li.list_local_instances(self._ledger(), want, instance_type=LOCAL_INSTANCE_TYPE)
 
     def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
-        """CPU of the job's processes over a short sample (there is no metrics history here)."""
+        """CPU of the job's processes since it started, and now (there is no metrics history here)."""
         from launcher.providers import local_instances as li
 
-        return li.local_idle_signals(self._ledger(), instance)
+        return li.local_idle_signals(self._ledger(), instance, window_minutes, extra_age_s=self.reaper_extra_age_s)
 
     def tag_instance(self, region: str, instance_id: str, tags: dict[str, str]) -> None:
         from launcher.providers import local_instances as li
