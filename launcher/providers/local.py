@@ -122,10 +122,17 @@ class SpotTrace:
     @classmethod
     def load(cls, path, *, speedup: float = 1.0, start_tick: int = 0) -> SpotTrace:
         import json
-        from pathlib import Path
+
+        from launcher.bounded_read import MAX_DATA_BYTES, read_bounded_text
+        from launcher.errors import BadInputError
 
         try:
-            raw = json.loads(Path(path).read_text())
+            raw = json.loads(read_bounded_text(path, "spot trace", MAX_DATA_BYTES))
+        except BadInputError as e:
+            raise ValueError(e.message) from None
+        except ValueError as e:
+            raise ValueError(f"cannot read spot trace {str(path)!r}: {e}") from None
+        try:
             data = tuple(int(x) for x in raw["data"])
             gap = float(raw["metadata"]["gap_seconds"])
         except (OSError, ValueError, KeyError, TypeError) as e:
