@@ -109,8 +109,11 @@ def launch(
             ssh_cidr = str(ipaddress.ip_network(ssh_cidr, strict=False))
         except ValueError:
             raise BadInputError(f"--ssh-cidr {ssh_cidr!r} is not a network like 203.0.113.7/32") from None
-    if loaded.workdir is not None and not loaded.workdir.is_dir():
-        raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory", hint="workdir is relative to the spec file")
+    if loaded.workdir is not None:
+        from launcher import paths
+        from launcher.spec.workdir import check_workdir
+
+        check_workdir(loaded.workdir, excluded=[paths.home()])
     clouds = _clouds(cloud)
     from launcher.spec.provenance import collect_provenance
 

@@ -7,7 +7,8 @@ The run directory `$LAUNCHER_HOME/runs/<run-id>/` holds what a (resumed) control
     controller.log  output of a detached controller
 The workdir is *copied* at launch (like SkyPilot syncing it to a cluster): later edits do not
 leak into a running or resumed job, and provenance matches what ran. .git, .venv,
-__pycache__ and node_modules are not copied.
+__pycache__ and node_modules are not copied, nor links' targets, special files or the launcher's
+home (see launcher/spec/workdir.py for the limits).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
 from launcher.spec.loader import LoadedSpec, load_spec_text
 from launcher.spec.provenance import collect_provenance
 
-COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache")
 DEFAULT_EXPIRY = timedelta(hours=24)
 
 
@@ -113,9 +113,9 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, 
     (rd / "logs").mkdir(parents=True, exist_ok=True)
     (rd / "checkpoints").mkdir(exist_ok=True)
     if loaded.workdir is not None:
-        if not loaded.workdir.is_dir():
-            raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory")
-        shutil.copytree(loaded.workdir, rd / "workdir", ignore=COPY_IGNORE, symlinks=True)
+        from launcher.spec.workdir import copy_workdir
+
+        copy_workdir(loaded.workdir, rd / "workdir", excluded=[paths.home()])
     atomic_write_text(rd / "spec.yaml", loaded.text)
     atomic_write_text(rd / "plan.json", json.dumps(plan_to_dict(plan), indent=1))
     from dataclasses import replace
