@@ -237,6 +237,9 @@ def spawn_detached(run_id: str) -> int:
             env={**os.environ},
             cwd=str(rd),
         )
+    from launcher.controller.liveness import record_spawn
+
+    record_spawn(rd, proc.pid)
     return proc.pid
 
 
