@@ -238,9 +238,9 @@ def _confirm(plan, *, ask_which: bool):
 def _resume(target: str, *, detach: bool) -> None:
     from launcher.cli.render import info
     from launcher.controller.runner import check_resumable, load_job, spawn_detached
-    from launcher.ledger import Ledger
+    from launcher.cli.runs_cmd import _need_ledger
 
-    with Ledger() as ledger:
+    with _need_ledger() as ledger:  # resuming never creates a ledger
         run = check_resumable(ledger, target)
         job, _, _ = load_job(run.run_id, ledger)  # fails early when the run dir is unusable
         info(f"resuming run {run.run_id} (was {run.state})")
