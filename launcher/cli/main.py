@@ -6,6 +6,7 @@ One place catches LauncherError and maps it to an exit code; tracebacks only wit
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
 
@@ -42,6 +43,9 @@ def _debug_requested(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
+    # State is private whatever the caller's umask: dirs 0700, files 0600 (jobs inherit it, so
+    # the checkpoints a resumed job loads cannot be replaced by another local user).
+    os.umask(0o077)
     try:
         rv = app(args=argv, prog_name="launcher", standalone_mode=False)
         # Without standalone mode typer returns a `typer.Exit`'s code instead of raising it;
