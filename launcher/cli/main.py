@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "launcher.cli.infra_cmd",
     "launcher.cli.reap_cmd",
     "launcher.cli.report_cmd",
+    "launcher.cli.doctor_cmd",
 )
 
 for _name in COMMAND_MODULES:
