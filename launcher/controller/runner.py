@@ -16,7 +16,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from launcher import paths
 from launcher.atomic import atomic_write_text
 from launcher.controller.controller import Controller, ControllerDeps, RunJob, RunResult
 from launcher.controller.recovery import recovery_policy
-from launcher.errors import BadInputError, ConflictError, NotFoundError
+from launcher.errors import ConflictError, NotFoundError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS
 from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
 from launcher.spec.loader import LoadedSpec, load_spec_text
