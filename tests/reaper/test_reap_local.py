@@ -52,7 +52,7 @@ def test_stalled_local_job_is_marked_then_stopped_busy_one_kept(tmp_path):
     try:
         _wait_running(idle)
         _wait_running(busy)
-        policy = ReapPolicy(providers=["local"], defaults=ProjectPolicy(grace_minutes=60, idle=IdleRule(cpu_util_below_pct=20)))
+        policy = ReapPolicy(providers=["local"], defaults=ProjectPolicy(grace_minutes=60, idle=IdleRule(cpu_util_below_pct=5)))
         now = datetime.now(UTC)
         with Ledger() as led:
             fresh = run_pass(policy, {"local": LocalProvider()}, led, now=now, sleep=lambda s: None).outcomes
