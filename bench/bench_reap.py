@@ -1,13 +1,14 @@
-"""Reaper benchmark: one pass over 2,000 managed instances in 4 regions on a real moto_server,
-against Cloud Custodian (c7n) running the equivalent policy (tag filter + CPU metrics filter +
-terminate) on the same state, both as end-to-end CLI processes. Prints wall time and correctness.
+"""Reaper benchmark: mark-then-act over managed instances in several regions on a real
+moto_server, against Cloud Custodian (c7n) doing the same with its own mark-then-act
+(`mark-for-op` then `marked-for-op` + terminate), both as end-to-end CLI processes.
 
-    .venv/bin/python bench/bench_reap.py [--instances 2000] [--regions 4]
+    .venv/bin/python bench/bench_reap.py [--instances 2000] [--regions 4] [--rounds 3]
 
-Each tool gets a freshly seeded, identical moto state: managed instances (a quarter idle, the
-rest busy by CPUUtilization), plus unmanaged idle ones that neither tool may touch. Ours acts on
-idle instances whose reap mark is older than the grace period (seeded), so one pass acts, the
-same as c7n's one-shot policy.
+Like with like: each tool starts from a freshly seeded, identical moto state (nothing marked;
+managed instances a quarter idle, the rest busy by CPUUtilization, one datapoint a minute over
+the last hour; unmanaged idle ones that neither may touch); both look at the same 60-minute
+window with the same 10% threshold and act on the second pass (grace 0). Rounds interleave the
+tools (A B A B ...); the table gives each tool's median of both passes and the ratio of medians.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import boto3
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1"]
 AMI = "ami-12c6146b"
 BIN = Path(sys.executable).parent
-MARK = "reap-marked-at"
+WINDOW_MIN = 60
+THRESHOLD_PCT = 10
 
 
 def free_port() -> int:
@@ -53,7 +55,6 @@ def start_moto() -> tuple[subprocess.Popen, str]:
 def seed(url: str, n: int, regions: list[str], unmanaged_per_region: int) -> dict[str, set[str]]:
     urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST")).read()
     now = datetime.now(UTC)
-    old_mark = (now - timedelta(hours=3)).strftime("%Y%m%dt%H%M%Sz")
     sets = {"idle": set(), "busy": set(), "unmanaged": set()}
     per_region = n // len(regions)
     for r in regions:
@@ -65,8 +66,6 @@ def seed(url: str, n: int, regions: list[str], unmanaged_per_region: int) -> dic
             for kind in ("idle", "busy"):
                 k = count // 4 if kind == "idle" else count - count // 4
                 tags = {"managed-by": "gpu-launcher", "project": "bench", "owner": "ops", "cluster": f"c-{r}-{start}-{kind}"}
-                if kind == "idle":
-                    tags[MARK] = old_mark
                 resp = ec2.run_instances(ImageId=AMI, MinCount=k, MaxCount=k, InstanceType="g5.xlarge",
                                          TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": a, "Value": b} for a, b in tags.items()]}])
                 made += [(i["InstanceId"], kind) for i in resp["Instances"]]
@@ -77,7 +76,7 @@ def seed(url: str, n: int, regions: list[str], unmanaged_per_region: int) -> dic
         for iid, kind in made:
             sets[kind].add(iid)
             cpu = 60.0 if kind == "busy" else 1.0
-            data += [{"MetricName": "CPUUtilization", "Dimensions": [{"Name": "InstanceId", "Value": iid}], "Timestamp": now - timedelta(minutes=m), "Value": cpu, "Unit": "Percent"} for m in (5, 25)]
+            data += [{"MetricName": "CPUUtilization", "Dimensions": [{"Name": "InstanceId", "Value": iid}], "Timestamp": now - timedelta(minutes=m), "Value": cpu, "Unit": "Percent"} for m in range(1, 60)]
         for i in range(0, len(data), 500):
             cw.put_metric_data(Namespace="AWS/EC2", MetricData=data[i : i + 500])
     return sets
@@ -102,74 +101,88 @@ def run_ours(url: str, regions: list[str], tmp: Path) -> tuple[float, str]:
     home = tmp / "ours"
     home.mkdir()
     pol = tmp / "reap.yaml"
-    pol.write_text("providers: [aws]\ndefaults: {grace_minutes: 60, idle: {window_minutes: 60, cpu_util_below_pct: 10}}\n")
-    t = time.perf_counter()
-    res = subprocess.run([str(BIN / "launcher"), "reap", "--policy", str(pol), "--json"], env=env_for(url, regions, str(home)), capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    if res.returncode != 0:
-        return dt, f"exit {res.returncode}: {res.stderr.strip()[-300:]}"
-    return dt, "ok"
+    pol.write_text(f"providers: [aws]\ndefaults: {{grace_minutes: 0, idle: {{window_minutes: {WINDOW_MIN}, cpu_util_below_pct: {THRESHOLD_PCT}}}}}\n")
+    total = 0.0
+    for _ in ("mark", "act"):
+        t = time.perf_counter()
+        res = subprocess.run([str(BIN / "launcher"), "reap", "--policy", str(pol), "--json"], env=env_for(url, regions, str(home)), capture_output=True, text=True)
+        total += time.perf_counter() - t
+        if res.returncode != 0:
+            return total, f"exit {res.returncode}: {res.stderr.strip()[-300:]}"
+    return total, "ok"
 
 
 def run_c7n(url: str, regions: list[str], tmp: Path) -> tuple[float, str]:
-    pol = tmp / "c7n.yml"
-    pol.write_text(json.dumps({"policies": [{
-        "name": "reap-idle-gpu",
-        "resource": "ec2",
-        "filters": [
-            {"tag:managed-by": "gpu-launcher"},
-            {"type": "metrics", "name": "CPUUtilization", "days": 1, "value": 10, "op": "less-than"},
-        ],
-        "actions": ["terminate"],
-    }]}))
-    args = [str(BIN / "custodian"), "run", "--cache-period", "0", "-s", str(tmp / "c7n-out"), str(pol)]
-    for r in regions:
-        args += ["--region", r]
-    t = time.perf_counter()
-    res = subprocess.run(args, env=env_for(url, regions, str(tmp / "c7n-home")), capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    return dt, "ok" if res.returncode == 0 else f"exit {res.returncode}: {res.stderr.strip()[-300:]}"
+    idle = {"type": "metrics", "name": "CPUUtilization", "days": WINDOW_MIN / 1440, "value": THRESHOLD_PCT, "op": "less-than"}
+    mark = {"name": "mark-idle-gpu", "resource": "ec2",
+            "filters": [{"tag:managed-by": "gpu-launcher"}, idle],
+            "actions": [{"type": "mark-for-op", "op": "terminate", "days": 0}]}
+    act = {"name": "reap-idle-gpu", "resource": "ec2",
+           "filters": [{"tag:managed-by": "gpu-launcher"}, {"type": "marked-for-op", "op": "terminate"}, idle],
+           "actions": ["terminate"]}
+    total = 0.0
+    for step, policy in (("mark", mark), ("act", act)):
+        pol = tmp / f"c7n-{step}.yml"
+        pol.write_text(json.dumps({"policies": [policy]}))
+        args = [str(BIN / "custodian"), "run", "--cache-period", "0", "-s", str(tmp / f"c7n-out-{step}"), str(pol)]
+        for r in regions:
+            args += ["--region", r]
+        t = time.perf_counter()
+        res = subprocess.run(args, env=env_for(url, regions, str(tmp / "c7n-home")), capture_output=True, text=True)
+        total += time.perf_counter() - t
+        if res.returncode != 0:
+            return total, f"exit {res.returncode}: {res.stderr.strip()[-300:]}"
+    return total, "ok"
 
 
 def main() -> None:
+    import statistics
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--instances", type=int, default=2000)
     ap.add_argument("--regions", type=int, default=4)
     ap.add_argument("--unmanaged-per-region", type=int, default=25)
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     regions = REGIONS[: a.regions]
     proc, url = start_moto()
-    rows = []
+    rows: list[dict] = []
+    tools = (("gpu-launcher reap", run_ours), ("cloud custodian (c7n)", run_c7n))
     try:
         with tempfile.TemporaryDirectory() as d:
-            for name, runner in (("gpu-launcher reap", run_ours), ("cloud custodian (c7n)", run_c7n)):
-                t0 = time.perf_counter()
-                sets = seed(url, a.instances, regions, a.unmanaged_per_region)
-                seed_s = time.perf_counter() - t0
-                sub = Path(d) / name.split()[0]
-                sub.mkdir()
-                secs, status = runner(url, regions, sub)
-                gone = terminated(url, regions)
-                exp = sets["idle"]
-                rows.append({
-                    "tool": name, "seconds": secs, "status": status, "seed_s": seed_s,
-                    "expected": len(exp), "terminated_right": len(gone & exp),
-                    "missed": len(exp - gone), "wrong": len(gone - exp),
-                    "unmanaged_touched": len(gone & sets["unmanaged"]),
-                })
+            for rnd in range(a.rounds):
+                for name, runner in tools:  # interleaved: A B A B ...
+                    sets = seed(url, a.instances, regions, a.unmanaged_per_region)
+                    sub = Path(d) / f"{name.split()[0]}-{rnd}"
+                    sub.mkdir()
+                    secs, status = runner(url, regions, sub)
+                    gone = terminated(url, regions)
+                    exp = sets["idle"]
+                    rows.append({
+                        "tool": name, "round": rnd, "seconds": secs, "status": status,
+                        "expected": len(exp), "terminated_right": len(gone & exp),
+                        "missed": len(exp - gone), "wrong": len(gone - exp),
+                        "unmanaged_touched": len(gone & sets["unmanaged"]),
+                    })
     finally:
         proc.terminate()
-    print(f"\nReap pass over {a.instances} managed instances in {len(regions)} regions on moto (+{a.unmanaged_per_region * len(regions)} unmanaged)\n")
-    hdr = f"{'tool':24} {'wall s':>8} {'expected':>9} {'terminated ok':>14} {'missed':>7} {'wrong':>6} {'unmanaged hit':>14}  status"
+    print(f"\nMark-then-act over {a.instances} managed instances in {len(regions)} regions on moto "
+          f"(+{a.unmanaged_per_region * len(regions)} unmanaged), {WINDOW_MIN}-min window, {a.rounds} interleaved rounds\n")
+    hdr = f"{'tool':24} {'round':>5} {'wall s':>8} {'expected':>9} {'terminated ok':>14} {'missed':>7} {'wrong':>6} {'unmanaged hit':>14}  status"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
-        print(f"{r['tool']:24} {r['seconds']:8.2f} {r['expected']:9d} {r['terminated_right']:14d} {r['missed']:7d} {r['wrong']:6d} {r['unmanaged_touched']:14d}  {r['status']}")
-    if len(rows) == 2 and rows[0]["seconds"] > 0:
-        print(f"\nratio c7n / gpu-launcher wall time: {rows[1]['seconds'] / rows[0]['seconds']:.2f}x")
-    print("(our pass also reads GPU metrics, the ledger and heartbeats, and writes an audit row per instance)")
+        print(f"{r['tool']:24} {r['round']:5d} {r['seconds']:8.2f} {r['expected']:9d} {r['terminated_right']:14d} {r['missed']:7d} {r['wrong']:6d} {r['unmanaged_touched']:14d}  {r['status']}")
+    med = {name: statistics.median(r["seconds"] for r in rows if r["tool"] == name) for name, _ in tools}
+    print()
+    for name, m in med.items():
+        print(f"median {name:24} {m:8.2f} s")
+    ours, theirs = med[tools[0][0]], med[tools[1][0]]
+    if ours > 0:
+        print(f"ratio of medians c7n / gpu-launcher: {theirs / ours:.2f}x")
+    print("(both: two CLI passes, mark then act; ours also reads GPU metrics, the ledger and heartbeats, and writes an audit row per instance)")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from launcher.bounded_read import read_bounded_text, yaml_load
 from launcher.errors import BadInputError, SpecError, did_you_mean
 
 M = TypeVar("M", bound=BaseModel)
@@ -28,7 +29,7 @@ def load_yaml_model(path: Path, model: type[M], *, missing_ok: bool = False, wha
             return model()
         raise BadInputError(f"{what} not found: {path}")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml_load(read_bounded_text(path, what), str(path))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

@@ -12,7 +12,7 @@ def home() -> Path:
 
 def ensure_home() -> Path:
     h = home()
-    h.mkdir(parents=True, exist_ok=True)
+    h.mkdir(mode=0o700, parents=True, exist_ok=True)
     return h
 
 

@@ -115,8 +115,13 @@ def launch(
             ssh_cidr = str(ipaddress.ip_network(ssh_cidr, strict=False))
         except ValueError:
             raise BadInputError(f"--ssh-cidr {ssh_cidr!r} is not a network like 203.0.113.7/32") from None
-    if loaded.workdir is not None and not loaded.workdir.is_dir():
-        raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory", hint="workdir is relative to the spec file")
+    from launcher import paths
+    from launcher.spec.checkpoint_dir import check_checkpoint_dir
+    from launcher.spec.workdir import check_workdir
+
+    if loaded.workdir is not None:
+        check_workdir(loaded.workdir, excluded=[paths.home()])
+    check_checkpoint_dir(loaded, home=paths.home())
     clouds = _clouds(cloud)
     from launcher.spec.provenance import collect_provenance
 
@@ -130,6 +135,8 @@ def launch(
     )
     if not as_json:
         for line in plan_lines(plan, forced_clouds=clouds):
+            info(line)
+        for line in _local_mount_warnings(loaded, plan):
             info(line)
     plan.budget.enforce()
     from launcher.planning.cloud_resources import cloud_tags
@@ -234,9 +241,9 @@ def _confirm(plan, *, ask_which: bool):
 def _resume(target: str, *, detach: bool) -> None:
     from launcher.cli.render import info
     from launcher.controller.runner import check_resumable, load_job, spawn_detached
-    from launcher.ledger import Ledger
+    from launcher.cli.runs_cmd import _need_ledger
 
-    with Ledger() as ledger:
+    with _need_ledger() as ledger:  # resuming never creates a ledger
         run = check_resumable(ledger, target)
         job, _, _ = load_job(run.run_id, ledger)  # fails early when the run dir is unusable
         info(f"resuming run {run.run_id} (was {run.state})")
@@ -285,3 +292,20 @@ def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_star
     if result.state == "budget_stopped":
         raise RefusedError(f"run {run_id} was stopped: its budget was spent")
     raise RunCancelledError(f"run {run_id} was cancelled")
+
+
+def _local_mount_warnings(loaded, plan) -> list[str]:
+    """file_mounts the local backend will skip, said at launch rather than only in the ledger."""
+    if not plan.candidates or plan.chosen.scored.offer.cloud != "local":
+        return []
+    from launcher.executors.local import mount_skip_reason
+
+    out = []
+    for dest, src in (loaded.spec.file_mounts or {}).items():
+        if not isinstance(src, str):
+            why = "only plain source paths are mounted locally"
+        else:
+            why = mount_skip_reason(dest, str(loaded.resolve(src)) if "://" not in src else src)
+        if why:
+            out.append(f"note: file_mounts {dest!r} will be skipped on the local backend: {why}")
+    return out

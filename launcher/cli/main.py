@@ -7,6 +7,7 @@ One place catches LauncherError (and the pricing/infra libraries' errors, mapped
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
 
@@ -31,6 +32,7 @@ COMMAND_MODULES = (
     "launcher.cli.infra_cmd",
     "launcher.cli.reap_cmd",
     "launcher.cli.report_cmd",
+    "launcher.cli.doctor_cmd",
 )
 
 for _name in COMMAND_MODULES:
@@ -44,6 +46,9 @@ def _debug_requested(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
+    # State is private whatever the caller's umask: dirs 0700, files 0600 (jobs inherit it, so
+    # the checkpoints a resumed job loads cannot be replaced by another local user).
+    os.umask(0o077)
     argv = hoist_global_options(argv)
     try:
         rv = app(args=argv, prog_name="launcher", standalone_mode=False)

@@ -39,7 +39,7 @@ def down_local_cluster(ledger: LedgerWriter, cluster: str) -> None:
 def reap(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen and why; change nothing."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON object per instance considered."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON list: an object per instance considered."),
     project: str | None = typer.Option(None, "--project", help="Only instances of this project."),
     policy: Path | None = typer.Option(None, "--policy", help="Policy YAML (default: $LAUNCHER_HOME/reap.yaml, else built-in defaults)."),
 ) -> None:
@@ -115,4 +115,7 @@ def _parse_schedule(at: str, policy: Path | None, log: Path | None):
     except ValueError:
         raise BadInputError(f"--at must be HH:MM, got {at!r}") from None
     validate_time(hour, minute)
-    return Schedule(minute=minute, hour=hour, policy_path=str(policy.resolve()) if policy else None, log_path=str(log) if log else None)
+    from launcher import paths
+
+    return Schedule(minute=minute, hour=hour, policy_path=str(policy.resolve()) if policy else None,
+                    log_path=str(log) if log else None, home=str(paths.home().resolve()))

@@ -15,12 +15,14 @@ def print_json(obj: Any) -> None:
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, stderr: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, show_lines=False)
+    table = Table(title=Text(safe_cell(title)) if title else None, show_lines=False)
     for c in columns:
         table.add_column(c, overflow="fold")
     for r in rows:
-        table.add_row(*["" if v is None else str(v) for v in r])
+        # Text, not markup: a name like "[link=...]" is shown as written, never interpreted.
+        table.add_row(*[Text(safe_cell(v)) for v in r])
     stream = sys.stderr if stderr else sys.stdout
     Console(file=stream, width=_width(stream)).print(table)
 
@@ -32,6 +34,15 @@ def print_text_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> N
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)] if c != 0x0A}
+
+
+def safe_cell(v: Any) -> str:
+    """A cell as text with terminal control characters (escape sequences, carriage returns,
+    bells) shown as \\xNN instead of acting on the terminal."""
+    return "" if v is None else str(v).translate(_CONTROL)
 
 
 def info(msg: str) -> None:

@@ -242,11 +242,16 @@ def logs(
     with _need_ledger() as led:
         rec = led.find_run(run)
         rd = run_dir(rec.run_id)
-        multi = len(log_files(rd)) > 1
+        ranks = set(log_files(rd))
         try:
-            multi = int(led.attempts(rec.run_id)[-1].num_nodes) > 1 or multi
+            ranks |= set(range(int(led.attempts(rec.run_id)[-1].num_nodes)))
         except IndexError:
             pass
+        multi = len(ranks) > 1
+        if rank is not None and ranks and rank not in ranks:
+            from launcher.errors import BadInputError
+
+            raise BadInputError(f"run {rec.run_id} has no rank {rank}; its ranks are {', '.join(map(str, sorted(ranks)))}")
         if not follow:
             for line in read_logs(rd, rank=rank, multi=multi):
                 sys.stdout.write(line + "\n")

@@ -15,6 +15,9 @@ def main(argv: list[str]) -> int:
     from launcher.controller.runner import run_controller
     from launcher.ledger import Ledger
 
+    import os
+
+    os.umask(0o077)  # private state even when started by hand with a loose umask
     run_id = argv[0]
     mode = argv[1] if len(argv) > 1 else "detached"
 

@@ -18,6 +18,7 @@ from launcher.procfs import process_start_ticks
 CONTROLLER_EVENT = "controller"
 HEARTBEAT_INTERVAL_S = 1.0
 STALE_AFTER_S = 60.0  # another host's controller is presumed dead after this long without a beat
+SPAWN_FILE = "controller.spawn.json"  # in the run directory: the detached controller's pid before it takes the run
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ def controller_liveness(ledger: LedgerReader, run, *, now: datetime | None = Non
         return Liveness(False, "ended")
     info = latest_controller(ledger, run.run_id)
     if info is None:
+        spawned = spawned_controller(run.run_id)
+        if spawned is not None and spawned.host == socket.gethostname() and not pid_alive(spawned.pid, spawned.start_ticks):
+            return Liveness(False, f"controller pid {spawned.pid} exited before taking the run")
         created = run.created_at or datetime.now(UTC)
         age = ((now or datetime.now(UTC)) - created).total_seconds()
         if age < STALE_AFTER_S:
@@ -88,3 +92,26 @@ def controller_liveness(ledger: LedgerReader, run, *, now: datetime | None = Non
     if age > STALE_AFTER_S:
         return Liveness(False, f"last heartbeat from {info.host} {age:.0f}s ago")
     return Liveness(True, f"controller on {info.host}")
+
+
+def record_spawn(run_dir, pid: int) -> None:
+    """Written by `launch --detach` right after starting the controller, so a controller that dies
+    in its first second is told from one still starting."""
+    import json
+
+    from launcher.atomic import atomic_write_text
+
+    info = {"pid": pid, "host": socket.gethostname(), "start_ticks": process_start_ticks(pid)}
+    atomic_write_text(run_dir / SPAWN_FILE, json.dumps(info))
+
+
+def spawned_controller(run_id: str) -> ControllerInfo | None:
+    import json
+
+    from launcher import paths
+
+    try:
+        d = json.loads((paths.runs_dir() / run_id / SPAWN_FILE).read_text())
+        return ControllerInfo(int(d["pid"]), str(d["host"]), d.get("start_ticks"), "detached")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

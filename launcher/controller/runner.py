@@ -7,14 +7,14 @@ The run directory `$LAUNCHER_HOME/runs/<run-id>/` holds what a (resumed) control
     controller.log  output of a detached controller
 The workdir is *copied* at launch (like SkyPilot syncing it to a cluster): later edits do not
 leak into a running or resumed job, and provenance matches what ran. .git, .venv,
-__pycache__ and node_modules are not copied.
+__pycache__ and node_modules are not copied, nor links' targets, special files or the launcher's
+home (see launcher/spec/workdir.py for the limits).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +27,7 @@ from launcher import paths
 from launcher.atomic import atomic_write_text
 from launcher.controller.controller import Controller, ControllerDeps, RunJob, RunResult
 from launcher.controller.recovery import recovery_policy
-from launcher.errors import BadInputError, ConflictError, NotFoundError
+from launcher.errors import ConflictError, NotFoundError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS
 from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.planning.plan import Plan, plan_from_dict, plan_to_dict
@@ -35,7 +35,6 @@ from launcher.planning.tags import run_tags, user_name
 from launcher.spec.loader import LoadedSpec, load_spec_text
 from launcher.spec.provenance import collect_provenance
 
-COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache")
 
 
 @dataclass(frozen=True)
@@ -86,9 +85,9 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger: 
     (rd / "logs").mkdir(parents=True, exist_ok=True)
     (rd / "checkpoints").mkdir(exist_ok=True)
     if loaded.workdir is not None:
-        if not loaded.workdir.is_dir():
-            raise BadInputError(f"workdir {str(loaded.workdir)!r} is not a directory")
-        shutil.copytree(loaded.workdir, rd / "workdir", ignore=COPY_IGNORE, symlinks=True)
+        from launcher.spec.workdir import copy_workdir
+
+        copy_workdir(loaded.workdir, rd / "workdir", excluded=[paths.home()])
     atomic_write_text(rd / "spec.yaml", loaded.text)
     atomic_write_text(rd / "plan.json", json.dumps(plan_to_dict(plan), indent=1))
     from dataclasses import replace
@@ -232,6 +231,9 @@ def spawn_detached(run_id: str) -> int:
             env={**os.environ},
             cwd=str(rd),
         )
+    from launcher.controller.liveness import record_spawn
+
+    record_spawn(rd, proc.pid)
     return proc.pid
 
 

@@ -177,6 +177,18 @@ def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECOND
     return targets
 
 
+def mount_skip_reason(dest: str, src: str) -> str | None:
+    """Why the local backend cannot provide this file mount (None: it links it)."""
+    rel = dest[2:] if dest.startswith("~/") else dest
+    if "://" in src:
+        return "bucket URLs are not mounted locally"
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        return "destination outside the job's directory"
+    if not Path(src).exists():
+        return f"source {src} does not exist"
+    return None
+
+
 def link_file_mounts(request: ExecRequest) -> tuple[list[str], list[str]]:
     """file_mounts on this machine: a local source is symlinked at its destination inside the
     job's working directory (`~/x` and `x` both land in `<cwd>/x`). Absolute destinations
@@ -185,7 +197,7 @@ def link_file_mounts(request: ExecRequest) -> tuple[list[str], list[str]]:
     linked, skipped = [], []
     for dest, src in request.file_mounts.items():
         rel = dest[2:] if dest.startswith("~/") else dest
-        if "://" in src or Path(rel).is_absolute() or ".." in Path(rel).parts or not Path(src).exists():
+        if mount_skip_reason(dest, src) is not None:
             skipped.append(dest)
             continue
         target = cwd / rel

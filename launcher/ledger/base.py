@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 
 from sqlalchemy import Connection, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from launcher.errors import ProviderError
 from launcher.ledger import models as m
 from launcher.ledger.engine import WRITE, ensure_schema, make_engine, normalize_url
+from launcher.ledger.failures import explain
 
 
 def utc_now() -> datetime:
@@ -24,6 +25,13 @@ def _as_set(v: str | Collection[str]) -> list[str]:
     return [v] if isinstance(v, str) else list(v)
 
 
+def _reraise(e: BaseException, where: str) -> NoReturn:
+    err = explain(e, where)
+    if err is None:
+        raise e
+    raise err from e
+
+
 class LedgerBase:
     """Engine, clock and transactions. See launcher.ledger.store.Ledger for the API."""
 
@@ -32,13 +40,16 @@ class LedgerBase:
 
         self._url = normalize_url(url or db_url())
         self._now = now
-        self._engine = make_engine(self._url)
+        try:
+            self._engine = make_engine(self._url)
+        except OSError as e:
+            _reraise(e, self.url)
         self._write_engine = self._engine.execution_options(**WRITE)
         try:
             ensure_schema(self._engine, self._url)
-        except OperationalError as e:
+        except (DBAPIError, OSError) as e:
             self._engine.dispose()
-            raise ProviderError(f"cannot open the ledger at {self.url}: {e.orig}") from e
+            raise (explain(e, self.url) or ProviderError(f"cannot open the ledger at {self.url}")) from e
 
     @property
     def url(self) -> str:
@@ -64,14 +75,21 @@ class LedgerBase:
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        """A short write transaction (BEGIN IMMEDIATE on SQLite), committed on exit."""
-        with self._write_engine.begin() as conn:
-            yield conn
+        """A short write transaction (BEGIN IMMEDIATE on SQLite), committed on exit; a failure
+        rolls the whole transaction back and is told as a LedgerUnavailableError."""
+        try:
+            with self._write_engine.begin() as conn:
+                yield conn
+        except (DBAPIError, OSError) as e:
+            _reraise(e, self.url)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            yield conn
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except (DBAPIError, OSError) as e:
+            _reraise(e, self.url)
 
     @staticmethod
     def _tags(c: Connection, entity_type: str, ids: list[str]) -> dict[str, dict[str, str]]:

@@ -124,7 +124,7 @@ def rank_candidates(
         allowed = overrides.clouds
         if place.is_local or (place.cloud is None and not alt.accelerators):
             if allowed is None or "local" in allowed:
-                why = _local_unfit(alt, local_offer, overrides)
+                why = _local_unfit(alt, local_offer, overrides) or local_nodes_unfit(spec.num_nodes)
                 if why:
                     reasons.append(f"{label}: local backend: {why}")
                 else:
@@ -213,6 +213,32 @@ def _describe(alt: ResourceFields) -> str:
     if alt.use_spot is not None:
         bits.append("spot" if alt.use_spot else "on-demand")
     return " ".join(bits)
+
+
+LOCAL_MAX_NODES_ENV = "LAUNCHER_LOCAL_MAX_NODES"
+
+
+def local_max_nodes() -> int:
+    """Ranks the local backend runs at once: $LAUNCHER_LOCAL_MAX_NODES, else max(8, CPUs)."""
+    raw = os.environ.get(LOCAL_MAX_NODES_ENV, "").strip()
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            from launcher.errors import BadInputError
+
+            raise BadInputError(f"{LOCAL_MAX_NODES_ENV} must be a positive whole number (got {raw!r})")
+        return value
+    return max(8, local_cpu_count())
+
+
+def local_nodes_unfit(num_nodes: int) -> str | None:
+    cap = local_max_nodes()
+    if num_nodes > cap:
+        return f"{num_nodes} ranks asked; this machine runs at most {cap} ({LOCAL_MAX_NODES_ENV} sets the cap)"
+    return None
 
 
 def local_cpu_count() -> int:

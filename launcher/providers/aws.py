@@ -367,6 +367,7 @@ class AwsProvider(Provider):
             else:
                 gpu.setdefault(iid, []).append(vs)
         out: dict[str, IdleSignals] = {}
+        window_min = (end - start).total_seconds() / 60
         for inst in insts:
             c = cpu.get(inst.instance_id, [])
             series = gpu.get(inst.instance_id, [])
@@ -375,6 +376,8 @@ class AwsProvider(Provider):
                 gpu_utilization_pct=max(gpu_avgs) if gpu_avgs else None,
                 cpu_utilization_pct=sum(c) / len(c) if c else None,
                 samples=len(c) + sum(len(vs) for vs in series),
+                gpu_covered_minutes=min(window_min, max(len(vs) for vs in series) * period / 60) if gpu_avgs else None,
+                cpu_covered_minutes=min(window_min, len(c) * period / 60) if c else None,
             )
         return out
 

@@ -71,11 +71,16 @@ class InstanceInfo:
 
 @dataclass(frozen=True)
 class IdleSignals:
-    """Utilization over a window; None = not published / unknown."""
+    """Utilization over a window; None = not published / unknown.
+
+    `*_covered_minutes`: how much of the asked window the figure really covers (datapoints x
+    period, or the job's age); None = unknown, which is never idle evidence."""
 
     gpu_utilization_pct: float | None
     cpu_utilization_pct: float | None
     samples: int = 0
+    gpu_covered_minutes: float | None = None
+    cpu_covered_minutes: float | None = None
 
 
 class Provider(abc.ABC):

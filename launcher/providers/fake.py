@@ -222,7 +222,10 @@ class FakeProvider(Provider):
             if inst is None:
                 return IdleSignals(None, None, 0)
             known = [v for v in (inst.gpu_utilization_pct, inst.cpu_utilization_pct) if v is not None]
-            return IdleSignals(inst.gpu_utilization_pct, inst.cpu_utilization_pct, samples=len(known))
+            # The fake's utilization is declared as the average over the whole window.
+            covered = float(window_minutes)
+            return IdleSignals(inst.gpu_utilization_pct, inst.cpu_utilization_pct, samples=len(known),
+                               gpu_covered_minutes=covered, cpu_covered_minutes=covered)
 
     def idle_signals_many(self, instances, window_minutes: int) -> dict[str, IdleSignals]:
         """Batch form, as aws/gcp offer it (one metrics query per region / project)."""

@@ -366,6 +366,8 @@ class GcpProvider(Provider):
                 gpu_utilization_pct=max(m for m, _ in g) if g else None,
                 cpu_utilization_pct=cpu_pct,
                 samples=sum(n for _, n in c) + sum(n for _, n in g),
+                gpu_covered_minutes=min(window_minutes, max(n for _, n in g) * period / 60) if g else None,
+                cpu_covered_minutes=min(window_minutes, max(n for _, n in c) * period / 60) if c else None,
             )
         return out
 

@@ -124,10 +124,17 @@ class SpotTrace:
     @classmethod
     def load(cls, path, *, speedup: float = 1.0, start_tick: int = 0) -> SpotTrace:
         import json
-        from pathlib import Path
+
+        from launcher.bounded_read import MAX_DATA_BYTES, read_bounded_text
+        from launcher.errors import BadInputError
 
         try:
-            raw = json.loads(Path(path).read_text())
+            raw = json.loads(read_bounded_text(path, "spot trace", MAX_DATA_BYTES))
+        except BadInputError as e:
+            raise ValueError(e.message) from None
+        except ValueError as e:
+            raise ValueError(f"cannot read spot trace {str(path)!r}: {e}") from None
+        try:
             data = tuple(int(x) for x in raw["data"])
             gap = float(raw["metadata"]["gap_seconds"])
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -180,6 +187,7 @@ class LocalProvider(Provider):
         self.preemptions = preemptions
         self._stop_cluster = stop_cluster
         self.trace = trace
+        self.reaper_extra_age_s = 0.0  # tests age the jobs the reaper sees, as they age `now`
         self._clock = clock or time.monotonic
         self._t0 = self._clock()
         self._provisioned = placements_before
@@ -255,10 +263,10 @@ class LocalProvider(Provider):
         return li.list_local_instances(self._ledger(), want, instance_type=LOCAL_INSTANCE_TYPE)
 
     def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
-        """CPU of the job's processes over a short sample (there is no metrics history here)."""
+        """CPU of the job's processes since it started, and now (there is no metrics history here)."""
         from launcher.providers import local_instances as li
 
-        return li.local_idle_signals(self._ledger(), instance)
+        return li.local_idle_signals(self._ledger(), instance, window_minutes, extra_age_s=self.reaper_extra_age_s)
 
     def tag_instance(self, region: str, instance_id: str, tags: dict[str, str]) -> None:
         from launcher.providers import local_instances as li

@@ -1,8 +1,9 @@
 """What the reaper sees of the local backend.
 
 A local cluster that the ledger records as up, and whose job processes are alive, is one
-"instance" (this machine). Its idle signal is the CPU used by the job's process groups, sampled
-over a short interval; the mark lives in the cluster's tags in the ledger; acting on it goes
+"instance" (this machine). Its idle signal is the CPU used by the job's process groups, per core
+its ranks can use, averaged since the job started (a job younger than the reaper's window is
+never called idle) and never below what a short sample sees now; the mark lives in the cluster's tags in the ledger; acting on it goes
 through the `stop_cluster` the provider was given (the CLI gives it `launcher down`: the run's
 controller stops the job cleanly, or the job is cleaned up when the controller is gone).
 """
@@ -52,29 +53,50 @@ def cluster_of(ledger: LedgerReader, instance_id: str):
     return None
 
 
-def _group_cpu_seconds(pgids: set[int]) -> float:
-    ticks = sum(int(f[11]) + int(f[12]) for f in proc_stats() if int(f[2]) in pgids)  # utime + stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+def _group_cpu(pgids: set[int]) -> tuple[float, float | None]:
+    """(CPU seconds the groups' live processes and their reaped children used, seconds since the
+    oldest of them started); the age is None when none is alive."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with open("/proc/uptime") as f:
+        uptime_s = float(f.read().split()[0])
+    ticks, oldest = 0, None
+    for fields in proc_stats():
+        if int(fields[2]) not in pgids:
+            continue
+        ticks += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+        start = int(fields[19])
+        oldest = start if oldest is None else min(oldest, start)
+    return ticks / tick, None if oldest is None else max(0.0, uptime_s - oldest / tick)
 
 
-def cpu_utilization_pct(run_id: str, sample_s: float = 1.0) -> float | None:
-    """CPU used by the run's job processes over `sample_s`, in % of one core (a multi-threaded
-    job can exceed 100). None when no process of the run is alive."""
-    groups = run_process_groups(run_id)
-    if not groups:
-        return None
-    before = _group_cpu_seconds(groups)
-    time.sleep(sample_s)
-    after = _group_cpu_seconds(groups)
-    return max(0.0, (after - before) / sample_s * 100.0)
+def _per_core(pct_of_one_core: float, ranks: int) -> float:
+    return min(100.0, pct_of_one_core / max(1, min(ranks, os.cpu_count() or 1)))
 
 
-def local_idle_signals(ledger: LedgerReader, instance: InstanceInfo, sample_s: float = 1.0) -> IdleSignals:
+def local_idle_signals(ledger: LedgerReader, instance: InstanceInfo, window_minutes: int, *, sample_s: float = 1.0, extra_age_s: float = 0.0) -> IdleSignals:
+    """There is no metrics history here: the figure is the job's average since it started (which
+    covers the window only once the job is as old as it) or the current sample, whichever is
+    higher (activity now is never averaged away). `extra_age_s` ages the job for tests."""
     c = cluster_of(ledger, instance.instance_id)
     if c is None or not c.run_id:
         return IdleSignals(None, None, 0)
-    cpu = cpu_utilization_pct(c.run_id, sample_s)
-    return IdleSignals(gpu_utilization_pct=None, cpu_utilization_pct=cpu, samples=0 if cpu is None else 1)
+    groups = run_process_groups(c.run_id)
+    if not groups:
+        return IdleSignals(None, None, 0)
+    before, age_s = _group_cpu(groups)
+    time.sleep(sample_s)
+    after, _ = _group_cpu(groups)
+    if age_s is None:
+        return IdleSignals(None, None, 0)
+    age_s += extra_age_s
+    now_pct = _per_core(max(0.0, after - before) / sample_s * 100.0, len(groups))
+    lifetime_pct = _per_core(before / max(age_s, 1e-6) * 100.0, len(groups))
+    return IdleSignals(
+        gpu_utilization_pct=None,
+        cpu_utilization_pct=max(now_pct, lifetime_pct),
+        samples=2,
+        cpu_covered_minutes=min(float(window_minutes), age_s / 60),
+    )
 
 
 def set_local_tags(ledger: LedgerWriter, instance_id: str, tags: dict[str, str]) -> None:

@@ -58,12 +58,21 @@ class IdleFilter(abc.ABC):
     def evaluate(self, obs: Observation, policy: ProjectPolicy, now: datetime) -> FilterResult: ...
 
 
+# Datapoints align to periods: evidence covering this share of the window counts as the window.
+COVERAGE_SHARE = 0.9
+
+
 class _Utilization(IdleFilter):
-    """Busy at or above the policy's threshold; unknown where the metric is not published."""
+    """Busy at or above the policy's threshold (any sample of activity is proof of use); idle
+    only when the figure covers the whole window. Unknown where the metric is not published or
+    covers less of the window (a machine or job younger than the window is kept)."""
 
     label = ""
 
     def value(self, s: IdleSignals) -> float | None:
+        raise NotImplementedError
+
+    def covered(self, s: IdleSignals) -> float | None:
         raise NotImplementedError
 
     def limit(self, policy: ProjectPolicy) -> float:
@@ -73,9 +82,21 @@ class _Utilization(IdleFilter):
         v = None if obs.signals is None else self.value(obs.signals)
         if v is None:
             return FilterResult(self.name, Verdict.UNKNOWN, f"{self.label} utilization not published")
-        limit = self.limit(policy)
-        verdict = Verdict.IDLE if v < limit else Verdict.BUSY
-        return FilterResult(self.name, verdict, f"{self.label} {v:.1f}% over {policy.idle.window_minutes} min (idle below {limit:g}%)")
+        limit, window = self.limit(policy), policy.idle.window_minutes
+        covered = self.covered(obs.signals)
+        span = f"the last {window} min" if covered is not None and covered >= window else f"{_minutes(covered)} of the {window} min window"
+        text = f"{self.label} {v:.1f}% over {span} (idle below {limit:g}%)"
+        if v >= limit:
+            return FilterResult(self.name, Verdict.BUSY, text)
+        if covered is None or covered < COVERAGE_SHARE * window:
+            return FilterResult(self.name, Verdict.UNKNOWN, f"{text}; too little history to call it idle")
+        return FilterResult(self.name, Verdict.IDLE, text)
+
+
+def _minutes(m: float | None) -> str:
+    if m is None:
+        return "an unknown part"
+    return f"{m:.1f}" if m < 10 else f"{m:.0f}"
 
 
 @register
@@ -84,6 +105,9 @@ class GpuUtilization(_Utilization):
 
     def value(self, s):
         return s.gpu_utilization_pct
+
+    def covered(self, s):
+        return s.gpu_covered_minutes
 
     def limit(self, policy):
         return policy.idle.gpu_util_below_pct
@@ -95,6 +119,9 @@ class CpuUtilization(_Utilization):
 
     def value(self, s):
         return s.cpu_utilization_pct
+
+    def covered(self, s):
+        return s.cpu_covered_minutes
 
     def limit(self, policy):
         return policy.idle.cpu_util_below_pct
@@ -108,9 +135,9 @@ class LedgerAttempt(IdleFilter):
         if obs.ledger_running:
             # Not proof of use: a stalled job keeps its attempt open. Metrics decide; without
             # them, decide() keeps the instance.
-            return FilterResult(self.name, Verdict.UNKNOWN, "ledger: an attempt is running on it (idle only if metrics say so: a stalled job)")
+            return FilterResult(self.name, Verdict.UNKNOWN, "an attempt is running on it (idle only if metrics say so: a stalled job)")
         if obs.ledger_known:
-            return FilterResult(self.name, Verdict.IDLE, "ledger: no running attempt")
+            return FilterResult(self.name, Verdict.IDLE, "no running attempt")
         return FilterResult(self.name, Verdict.IDLE, "orphan: unknown to the ledger")
 
 

@@ -14,6 +14,10 @@ Example::
         grace_minutes: 30
         action: stop
     notify: {webhook_url: "https://hooks.example.com/reap", command: "mail -s reap ops@example.com"}
+
+Idle means idle over the whole `window_minutes`: a figure covering less of it (a machine or job
+younger than the window, sparse datapoints) is never idle evidence. `grace_minutes: 0` still
+marks first and acts on the next pass, never in the pass that first saw the machine idle.
 """
 
 from __future__ import annotations

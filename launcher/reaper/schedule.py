@@ -24,10 +24,12 @@ class Schedule:
     hour: int = 3
     policy_path: str | None = None
     log_path: str | None = None
+    home: str | None = None  # LAUNCHER_HOME the job must read (cron starts with a bare environment)
 
     def command(self) -> str:
         exe = shutil.which("launcher") or f"{sys.executable} -m launcher.cli.main"
-        parts = [exe, "reap", "--json"]
+        parts = [f"LAUNCHER_HOME={shlex.quote(self.home)}"] if self.home else []
+        parts += [exe, "reap", "--json"]
         if self.policy_path:
             parts += ["--policy", shlex.quote(self.policy_path)]
         cmd = " ".join(parts)
@@ -42,12 +44,18 @@ class Schedule:
         return (
             "# ~/.config/systemd/user/launcher-reap.service\n"
             "[Unit]\nDescription=gpu-launcher nightly reap\n\n"
-            f"[Service]\nType=oneshot\nExecStart={self.command()}\n\n"
+            "[Service]\nType=oneshot\n"
+            + (f"Environment=LAUNCHER_HOME={self.home}\n" if self.home else "")
+            + f"ExecStart={self._exec()}\n\n"
             "# ~/.config/systemd/user/launcher-reap.timer\n"
             "[Unit]\nDescription=Run gpu-launcher reap nightly\n\n"
             f"[Timer]\nOnCalendar=*-*-* {self.hour:02d}:{self.minute:02d}:00\nPersistent=true\n\n"
             "[Install]\nWantedBy=timers.target\n"
         )
+
+    def _exec(self) -> str:
+        """The command without the environment prefix (systemd sets it with Environment=)."""
+        return Schedule(self.minute, self.hour, self.policy_path, self.log_path).command()
 
     def kubernetes_cronjob(self) -> str:
         args = ", ".join(f'"{a}"' for a in ["reap", "--json"] + (["--policy", self.policy_path] if self.policy_path else []))

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.bounded_read import MAX_DATA_BYTES, read_bounded_text
 from launcher.errors import BadInputError
 
 
@@ -46,12 +47,7 @@ def parse_trace(obj: object, name: str) -> Trace:
 
 def read_json(path: Path, what: str, name: str | None = None):
     """A JSON file, or one BadInputError saying which `what` (e.g. 'trace') is missing or bad."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise BadInputError(f"{what} not found: {path}") from None
-    except OSError as e:
-        raise BadInputError(f"cannot read {what} {path}: {e.strerror}") from None
+    text = read_bounded_text(path, what, MAX_DATA_BYTES)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

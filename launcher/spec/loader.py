@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from launcher.errors import SpecError, did_you_mean
+from launcher.bounded_read import read_bounded_text, yaml_load, yaml_load_all
+from launcher.errors import BadInputError, SpecError, did_you_mean
 from launcher.spec.models import TaskSpec
 from launcher.spec.yaml_lines import line_for, line_map
 
@@ -43,7 +44,7 @@ class LoadedSpec:
     def sky_config(self) -> dict[str, Any]:
         """What we would hand to SkyPilot: the YAML without our `launcher:` block and without
         `infra: local` (our embedded backend, unknown to SkyPilot) alternatives."""
-        data = yaml.safe_load(self.text) or {}
+        data = yaml_load(self.text, self.label) or {}
         data.pop("launcher", None)
         res = data.get("resources")
         if isinstance(res, dict):
@@ -66,21 +67,23 @@ def _is_local(d: dict) -> bool:
 
 def load_spec(path: Path | str) -> LoadedSpec:
     path = Path(path)
+    if not path.exists():
+        raise SpecError(f"task spec {str(path)!r} does not exist")
+    if path.is_dir():
+        raise SpecError(f"task spec {str(path)!r} is a directory, not a YAML file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"task spec {str(path)!r} does not exist") from None
-    except IsADirectoryError:
-        raise SpecError(f"task spec {str(path)!r} is a directory, not a YAML file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(f"cannot read task spec {str(path)!r}: {e}") from None
+        text = read_bounded_text(path, "task spec")
+    except BadInputError as e:
+        raise SpecError(e.message) from None
     return load_spec_text(text, path=path)
 
 
 def load_spec_text(text: str, *, path: Path | None = None, base_dir: Path | None = None) -> LoadedSpec:
     label = str(path) if path else "<spec>"
     try:
-        docs = [d for d in yaml.safe_load_all(text)]
+        docs = yaml_load_all(text, label)
+    except BadInputError as e:
+        raise SpecError(e.message) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -107,34 +107,84 @@ def test_kill_9_mid_write_leaves_a_readable_complete_ledger(ledger_url: str) -> 
     assert len(committed["run"]) >= 5
 
 
-MID_MIGRATION = """
-import sys, time
-from filelock import FileLock
-from launcher.ledger.engine import WRITE, make_engine, upgrade_schema
-url, path = sys.argv[1], sys.argv[2]
-with FileLock(path + ".migrate.lock"):  # as Ledger() holds it while upgrading
-    with make_engine(url).connect().execution_options(**WRITE) as conn, conn.begin():
-        upgrade_schema(conn)  # all DDL done, not committed
-        print("migrated, not committed", flush=True)
-        time.sleep(60)
+OPEN_LEDGER = """
+import sys
+from launcher.ledger import Ledger
+Ledger(sys.argv[1]).close()
+print("opened", flush=True)
 """
 
 
+def _upgrade_lock_held(url: str, pid: int, app: str) -> bool:
+    """Is the child inside Ledger()'s locked upgrade? SQLite: it holds the flock on
+    `<db>.migrate.lock` (/proc/locks); PostgreSQL: its session holds the advisory lock."""
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        lock = Path(u.database + ".migrate.lock")
+        try:
+            inode = lock.stat().st_ino
+            held = Path("/proc/locks").read_text().splitlines()
+        except OSError:
+            return False
+        return any(f.split()[4] == str(pid) and f.split()[5].rsplit(":", 1)[-1] == str(inode) for f in held if len(f.split()) > 5)
+    from sqlalchemy import create_engine, text
+
+    eng = create_engine(u.difference_update_query(["options"]), isolation_level="AUTOCOMMIT")
+    try:
+        with eng.connect() as c:
+            q = text("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                     "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = :app")
+            return c.execute(q, {"app": app}).scalar() > 0
+    finally:
+        eng.dispose()
+
+
+def _schema_state(url: str) -> str:
+    """'empty' (nothing of the schema), 'head' (complete), or what was found (a partial schema)."""
+    from sqlalchemy import create_engine, inspect
+
+    from launcher.ledger.engine import SCHEMA_HEAD, _stored_revision
+
+    eng = create_engine(url)
+    try:
+        tables = set(inspect(eng).get_table_names())
+        if not tables:
+            return "empty"
+        rev = _stored_revision(eng)
+        return "head" if rev == SCHEMA_HEAD and "runs" in tables else f"partial: {sorted(tables)} at {rev}"
+    finally:
+        eng.dispose()
+
+
 @pytest.mark.slow
-def test_kill_9_mid_migration_leaves_an_openable_ledger(tmp_path: Path) -> None:
-    """The schema upgrade is one transaction under a file lock: a process killed inside it
-    leaves no partial schema and no stuck lock; the next open finishes the job."""
-    db = tmp_path / "l.db"
-    url = f"sqlite:///{db}"
-    proc = subprocess.Popen([sys.executable, "-c", MID_MIGRATION, url, str(db)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "migrated, not committed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    with sqlite3.connect(db) as con:
-        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        assert con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'runs'").fetchone() == (0,)
-    start = time.monotonic()
-    with Ledger(url) as led:
-        assert led.list_runs() == []
-    assert time.monotonic() - start < 30  # the dead process's lock did not block us
+def test_kill_9_inside_ledger_upgrade_leaves_an_openable_ledger(fresh_ledger_url: str) -> None:
+    """A real Ledger() killed while it holds the upgrade lock leaves no partial schema and no
+    stuck lock; the next open finishes the job. Repeated until a kill lands mid-upgrade."""
+    import uuid
+
+    mid_kills = 0
+    for _ in range(6):
+        app = "kill-upgrade-" + uuid.uuid4().hex[:8]
+        u = make_url(fresh_ledger_url)
+        url = fresh_ledger_url if u.get_backend_name() == "sqlite" else u.update_query_dict({"application_name": app}).render_as_string(hide_password=False)
+        proc = subprocess.Popen([sys.executable, "-c", OPEN_LEDGER, url], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and not _upgrade_lock_held(url, proc.pid, app):
+            assert time.monotonic() < deadline, "the child never took the upgrade lock"
+            time.sleep(0.002)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        state = _schema_state(fresh_ledger_url)
+        assert state in ("empty", "head"), state  # all or nothing
+        if u.get_backend_name() == "sqlite":
+            with sqlite3.connect(u.database) as con:
+                assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        if proc.returncode == -signal.SIGKILL and state == "empty":
+            mid_kills += 1
+            start = time.monotonic()
+            with Ledger(fresh_ledger_url) as led:
+                assert led.list_runs() == []
+            assert time.monotonic() - start < 30  # the dead process's lock did not block us
+            assert _schema_state(fresh_ledger_url) == "head"
+            break
+    assert mid_kills == 1, "no kill landed inside the upgrade"

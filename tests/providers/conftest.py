@@ -40,8 +40,9 @@ class Harness:
         """The state as the backend itself stores it (bypasses the provider under test)."""
         raise NotImplementedError
 
-    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct) -> bool:
-        """Publish metrics the provider's idle_signals reads; False where unsupported."""
+    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct, minutes_ago=range(1, 60)) -> bool:
+        """Publish metrics the provider's idle_signals reads (one point per minute ago given);
+        False where unsupported."""
         return False
 
     def preempt(self, place, instance_id) -> None:
@@ -76,7 +77,7 @@ class AwsHarness(Harness):
         resp = self._ec2(place).describe_instances(InstanceIds=[instance_id])
         return resp["Reservations"][0]["Instances"][0]["State"]["Name"]
 
-    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct):
+    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct, minutes_ago=range(1, 60)):
         import boto3
 
         cw = boto3.client("cloudwatch", region_name=place)
@@ -89,7 +90,7 @@ class AwsHarness(Harness):
                 "Value": cpu_pct,
                 "Unit": "Percent",
             }
-            for m in (2, 7, 12)
+            for m in minutes_ago
         ]
         cw.put_metric_data(Namespace="AWS/EC2", MetricData=cpu)
         # The CloudWatch agent's nvidia_smi plugin: one series per GPU index.
@@ -105,7 +106,7 @@ class AwsHarness(Harness):
                 "Value": gpu_pct if idx == 0 else 0.0,
             }
             for idx in (0, 1)
-            for m in (3, 8)
+            for m in minutes_ago
         ]
         cw.put_metric_data(Namespace="CWAgent", MetricData=gpu)
         return True
@@ -157,13 +158,13 @@ class GcpHarness(Harness):
         inst = self.server.state.instances.get((GCP_PROJECT, place, instance_id))
         return inst["status"] if inst else None
 
-    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct):
+    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct, minutes_ago=range(1, 60)):
         inst = self.server.state.instances[(GCP_PROJECT, place, instance_id)]
         # Hypervisor CPU is a fraction; the Ops Agent's GPU metric is percent, one series per GPU.
         self.server.add_series(GCP_PROJECT, "compute.googleapis.com/instance/cpu/utilization", inst,
-                               {2: cpu_pct / 100, 7: cpu_pct / 100, 12: cpu_pct / 100})
+                               {m: cpu_pct / 100 for m in minutes_ago})
         for gpu, pct in ((0, gpu_pct), (1, 0.0)):
-            self.server.add_series(GCP_PROJECT, "agent.googleapis.com/gpu/utilization", inst, {3: pct, 8: pct},
+            self.server.add_series(GCP_PROJECT, "agent.googleapis.com/gpu/utilization", inst, {m: pct for m in minutes_ago},
                                    {"gpu_number": str(gpu), "model": "NVIDIA L4"})
         # An old sample outside the window must not count.
         self.server.add_series(GCP_PROJECT, "compute.googleapis.com/instance/cpu/utilization", inst, {600: 1.0})
@@ -187,7 +188,7 @@ class FakeHarness(Harness):
     def backend_state(self, place, instance_id):
         return self.provider.instance_state(place, instance_id)
 
-    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct):
+    def set_utilization(self, place, instance_id, gpu_pct, cpu_pct, minutes_ago=range(1, 60)):
         self.provider.set_utilization(instance_id, gpu_pct=gpu_pct, cpu_pct=cpu_pct)
         return True
 

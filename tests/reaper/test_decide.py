@@ -24,7 +24,7 @@ def inst(**tags) -> InstanceInfo:
 def obs(instance=None, gpu=None, cpu=None, running=False, known=True, beat=None, signals=True) -> Observation:
     return Observation(
         instance=instance or inst(),
-        signals=IdleSignals(gpu, cpu) if signals else None,
+        signals=IdleSignals(gpu, cpu, gpu_covered_minutes=60, cpu_covered_minutes=60) if signals else None,
         ledger_known=known,
         ledger_running=running,
         last_heartbeat=beat,

@@ -1,5 +1,6 @@
-"""The reaper on the embedded local backend: a stalled (idle) detached job is marked, then
-stopped through `launcher down` after the grace period; a busy one is untouched."""
+"""The reaper on the embedded local backend: a job younger than the idle window is kept; a
+stalled (idle) detached job, once older than the window, is marked, then stopped through
+`launcher down` after the grace period; a busy one is untouched."""
 
 from __future__ import annotations
 
@@ -52,17 +53,24 @@ def test_stalled_local_job_is_marked_then_stopped_busy_one_kept(tmp_path):
     try:
         _wait_running(idle)
         _wait_running(busy)
-        policy = ReapPolicy(providers=["local"], defaults=ProjectPolicy(grace_minutes=60, idle=IdleRule(cpu_util_below_pct=20)))
+        policy = ReapPolicy(providers=["local"], defaults=ProjectPolicy(grace_minutes=60, idle=IdleRule(cpu_util_below_pct=5)))
         now = datetime.now(UTC)
         with Ledger() as led:
-            p1 = {o.instance_id: o for o in run_pass(policy, {"local": LocalProvider()}, led, now=now, sleep=lambda s: None).outcomes}
+            fresh = run_pass(policy, {"local": LocalProvider()}, led, now=now, sleep=lambda s: None).outcomes
+            assert {o.decision for o in fresh} == {"keep"}, [o.reasons for o in fresh]
+            assert not led.get_cluster(fresh[0].cluster).tags.get(MARK_TAG)
+            # An hour later (jobs aged as `now` is): the idle one has idle evidence over the window.
+            older = LocalProvider(stop_cluster=down_local_cluster)  # ending a local run is `launcher down`
+            older.reaper_extra_age_s = 3660.0
+            now += timedelta(minutes=61)
+            p1 = {o.instance_id: o for o in run_pass(policy, {"local": older}, led, now=now, sleep=lambda s: None).outcomes}
             by_run = {led.get_cluster(o.cluster).run_id: o for o in p1.values()}
             assert by_run[idle].decision == "mark", by_run[idle].reasons
             assert by_run[busy].decision == "keep", by_run[busy].reasons
             assert led.get_cluster(by_run[idle].cluster).tags.get(MARK_TAG)
 
-            # Ending a local run is `launcher down`, which the CLI hands the provider.
-            p2 = run_pass(policy, {"local": LocalProvider(stop_cluster=down_local_cluster)}, led, now=now + timedelta(minutes=61), sleep=lambda s: None).outcomes
+            older.reaper_extra_age_s += 3660.0
+            p2 = run_pass(policy, {"local": older}, led, now=now + timedelta(minutes=61), sleep=lambda s: None).outcomes
             acted = [o for o in p2 if o.decision == "act"]
             assert [led.get_cluster(o.cluster).run_id for o in acted] == [idle]
             assert acted[0].ok, acted[0].error

@@ -93,3 +93,18 @@ def test_nightly_scenario(cloud):
                 assert want is not None and r.hourly_price_usd == pytest.approx(want, abs=1e-9)
                 # a day avoided, or less when expires-at comes sooner (the orphan's is past)
                 assert r.estimated_saving_usd == pytest.approx(r.hourly_price_usd * 24, rel=1e-3)
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"], indirect=True)
+def test_metrics_covering_part_of_the_window_are_not_idle_evidence(cloud):
+    """An instance with only the last 3 minutes of (idle) metrics is younger than the window as
+    far as anyone can tell: kept, and the reason says how much of the window was covered."""
+    a, _ = cloud.places
+    young = cloud.seed(a, 1, {**MANAGED, "cluster": "c-young"})[0]
+    assert cloud.set_utilization(a, young, 0.0, 0.0, minutes_ago=(1, 2, 3))
+    policy = ReapPolicy(providers=[cloud.provider.name], defaults=ProjectPolicy(grace_minutes=0))
+    with Ledger() as led:
+        out = {o.instance_id: o for o in run_pass(policy, {cloud.provider.name: cloud.provider}, led, sleep=lambda s: None).outcomes}
+    assert out[young].decision == "keep", out[young].reasons
+    cpu = next(r for r in out[young].reasons if r.startswith("cpu-utilization: "))
+    assert "3.0 of the 60 min window" in cpu and "too little history" in cpu, cpu
