@@ -89,6 +89,9 @@ class ControllerDeps:
     # Job progress (new log output) becomes the cluster's heartbeat: the reaper's sign that the
     # job, not just its controller, is alive. A stalled job stops beating.
     progress_poll_s: float = 30.0
+    # Told when this controller takes the run and lets go of it (`run_started()`,
+    # `run_ended(state)`), e.g. the experiment tracker following the job's output.
+    observer: object | None = None
 
 
 def default_budget_stop(ledger, run_id: str) -> str | None:
@@ -158,6 +161,8 @@ class Controller:
         info: ControllerInfo = this_controller(self.mode)
         self.led.add_event(self.job.run_id, CONTROLLER_EVENT, info.__dict__)
         self._beat(force=True)
+        if self.d.observer is not None:
+            self.d.observer.run_started()
         try:
             if self._state == RunState.STOPPING:
                 raise _Stopped
@@ -173,7 +178,16 @@ class Controller:
             except Exception:
                 pass
             raise
+        finally:
+            if self.d.observer is not None:
+                self._tell_observer_ended()
         return self._result()
+
+    def _tell_observer_ended(self) -> None:
+        try:
+            self.d.observer.run_ended(self._state)
+        except Exception as e:  # tracking never fails a run
+            self.led.add_event(self.job.run_id, "observer_error", {"error": f"{type(e).__name__}: {e}"})
 
     # ---- the attempt loop ---------------------------------------------------------------------
     def _resume_point(self) -> ScoredOffer | None:

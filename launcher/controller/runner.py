@@ -211,6 +211,7 @@ def run_controller(
         policy=recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None),
         notify=notify,
         capacity_retry_s=retry_s,
+        observer=_tracking_session(job, ledger),
     )
     controller = Controller(job, deps, mode=mode)
     previous: dict[int, object] = {}
@@ -222,6 +223,12 @@ def run_controller(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _tracking_session(job: RunJob, ledger):
+    from launcher.tracking import session_for
+
+    return session_for(job, ledger)
 
 
 def spawn_detached(run_id: str) -> int:

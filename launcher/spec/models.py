@@ -7,7 +7,7 @@ are still validated and kept, so the same file can be handed to SkyPilot.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -282,6 +282,9 @@ class LauncherBlock(BaseModel):
     seeds: dict[str, int] | None = None
     data: list[str] | None = None  # paths hashed into the run's provenance
     tags: dict[str, str] | None = None
+    # Experiment tracker of the run: 'mlflow' (MLFLOW_TRACKING_URI, else $LAUNCHER_HOME/mlruns);
+    # unset: MLflow when MLFLOW_TRACKING_URI is set; 'off': never.
+    tracking: Literal["mlflow", "off"] | None = None
 
     @field_validator("deadline", mode="before")
     @classmethod
