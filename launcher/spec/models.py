@@ -282,7 +282,7 @@ class LauncherBlock(BaseModel):
     seeds: dict[str, int] | None = None
     data: list[str] | None = None  # paths hashed into the run's provenance
     tags: dict[str, str] | None = None
-    # Experiment tracker of the run: 'mlflow' (MLFLOW_TRACKING_URI, else $LAUNCHER_HOME/mlruns);
+    # Experiment tracker of the run: 'mlflow' (MLFLOW_TRACKING_URI, else $LAUNCHER_HOME/mlflow.db);
     # unset: MLflow when MLFLOW_TRACKING_URI is set; 'off': never.
     tracking: Literal["mlflow", "off"] | None = None
 

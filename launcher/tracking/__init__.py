@@ -23,7 +23,7 @@ def tracking_uri_for(spec, environ=os.environ) -> str | None:
     if asked == "mlflow" and uri is None:
         from launcher import paths
 
-        return (paths.home() / "mlruns").resolve().as_uri()
+        return f"sqlite:///{(paths.home() / 'mlflow.db').resolve()}"
     return uri
 
 

@@ -33,6 +33,9 @@ class MlflowSink:
         # Read by mlflow per request; the user's own settings win.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
         os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"  # stdout is the job's output
+        if tracking_uri.startswith("file:") or "://" not in tracking_uri:
+            # A file store named by the user is what they want, though MLflow 3 calls it legacy.
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(max(1, request_timeout_s))))
         try:
             from mlflow.tracking import MlflowClient
