@@ -127,6 +127,9 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger, 
         base_dir=str(loaded.base_dir),
     )
     atomic_write_text(rd / "launch.json", json.dumps(asdict(opts), indent=1))
+    from launcher.tracking.lineage import record_lineage
+
+    record_lineage(ledger, prov.run_id, loaded, rd)  # what `launcher reproduce` rebuilds from
     return prov.run_id
 
 
