@@ -233,9 +233,10 @@ class TrackingSession:
             what = []
             if self.mlflow_run_id is None:
                 what.append("the run itself (never created)")
-            if b.points:
-                keys = sorted({p.key for p in b.points})
-                what.append(f"{len(b.points)} metric points ({', '.join(keys)})")
+            unsent = MetricFollower(self.follower.path, dict(self._sent_max)).read_new(0, final=True)
+            if unsent:
+                keys = sorted({p.key for p in unsent})
+                what.append(f"{len(unsent)} metric points ({', '.join(keys)})")
             what.append("end metrics, artifacts and the final status")
             parts.append(f"not logged to MLflow at {_safe_uri(self.tracking_uri)}: " + "; ".join(what))
         if b.dropped:

@@ -36,6 +36,8 @@ class MlflowServer:
              "--artifacts-destination", str(self.root / "artifacts"), "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", "1"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(self.root),
+            # No job runner (a pool of huey consumers the tests do not use).
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         )  # fmt: skip
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
