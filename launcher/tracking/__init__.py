@@ -28,7 +28,10 @@ def tracking_uri_for(spec, environ=os.environ) -> str | None:
 
 
 def session_for(job, ledger):
-    from launcher.tracking.session import TrackingSession
+    from launcher.tracking.session import TrackingSession, recorded_tracking_uri
 
+    uri = tracking_uri_for(job.spec)
+    if uri is None and getattr(job.spec.launcher, "tracking", None) != "off":
+        uri = recorded_tracking_uri(ledger, job.run_id)  # a resumed run keeps its tracker
     flush_s = float(os.environ.get(FLUSH_ENV) or 15.0)
-    return TrackingSession(job, ledger, tracking_uri=tracking_uri_for(job.spec), final_flush_s=flush_s)
+    return TrackingSession(job, ledger, tracking_uri=uri, final_flush_s=flush_s)

@@ -280,6 +280,14 @@ class TrackingSession:
         return self.job.tags.get("experiment") or spec.launcher.experiment or spec.display_name or spec.launcher.project
 
 
+def recorded_tracking_uri(ledger, run_id: str) -> str | None:
+    """The tracker a run was logged to (recorded without credentials), or None."""
+    for e in reversed(ledger.events(run_id, kind=TRACKING_EVENT)):
+        if e.data.get("tracking_uri"):
+            return str(e.data["tracking_uri"])
+    return None
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
