@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LIFECYCLE_EVENTS = frozenset({"checkpoint", "resumed", "preempted", "epoch_start", "start"})
+READ_BLOCK_BYTES = 4 << 20
 WEIGHTS_RE = re.compile(r"^final_weights_sha256=([0-9a-f]{64})\s*$")
 
 
@@ -73,21 +74,24 @@ class MetricFollower:
 
     def read_new(self, timestamp_ms: int, *, final: bool = False) -> list[MetricPoint]:
         """Points from complete lines written since the last call (`final`: also a last line
-        without a newline)."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-        except OSError:
-            return []
-        self._offset += len(chunk)
-        data = self._partial + chunk
-        *lines, rest = data.split(b"\n")
-        self._partial = rest
-        if final and rest:
-            lines.append(rest)
-            self._partial = b""
+        without a newline). Reads in blocks, so a long log never sits in memory whole."""
         points: list[MetricPoint] = []
+        try:
+            f = open(self.path, "rb")
+        except OSError:
+            return points
+        with f:
+            f.seek(self._offset)
+            while chunk := f.read(READ_BLOCK_BYTES):
+                self._offset += len(chunk)
+                *lines, self._partial = (self._partial + chunk).split(b"\n")
+                self._take(lines, timestamp_ms, points)
+        if final and self._partial:
+            self._take([self._partial], timestamp_ms, points)
+            self._partial = b""
+        return points
+
+    def _take(self, lines: list[bytes], timestamp_ms: int, points: list[MetricPoint]) -> None:
         for raw in lines:
             text = raw.decode(errors="replace")
             digest = parse_weights_line(text)
@@ -98,7 +102,6 @@ class MetricFollower:
                 if p.step > self.max_step.get(p.key, -1):
                     self.max_step[p.key] = p.step
                     points.append(p)
-        return points
 
     def last_weights(self) -> str | None:
         """The last `final_weights_sha256` in the whole file (a fresh follower's one-off read)."""

@@ -47,3 +47,12 @@ def test_follower_keeps_each_step_once_across_a_replay_and_partial_lines(tmp_pat
     assert g.read_new(0) == [] and g.final_weights_sha256 is None
     g.read_new(0, final=True)
     assert g.final_weights_sha256 == "b" * 64
+
+
+def test_lines_split_across_read_blocks_are_whole(tmp_path, monkeypatch):
+    from launcher.tracking import metrics
+
+    monkeypatch.setattr(metrics, "READ_BLOCK_BYTES", 7)  # every line spans several blocks
+    log = tmp_path / "rank-0.log"
+    log.write_text("".join(_step(s, 1.0 / s) for s in range(1, 6)))
+    assert [(p.step, p.value) for p in MetricFollower(log).read_new(0)] == [(s, 1.0 / s) for s in range(1, 6)]
