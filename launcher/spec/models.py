@@ -286,6 +286,11 @@ class LauncherBlock(BaseModel):
     # unset: MLflow when MLFLOW_TRACKING_URI is set; 'off': never.
     tracking: Literal["mlflow", "off"] | None = None
 
+    @field_validator("tracking", mode="before")
+    @classmethod
+    def _tracking(cls, v: object) -> object:
+        return "off" if v is False else v  # YAML reads a bare `off` as false
+
     @field_validator("deadline", mode="before")
     @classmethod
     def _deadline(cls, v: str | None) -> str | None:
