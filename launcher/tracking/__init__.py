@@ -33,5 +33,5 @@ def session_for(job, ledger):
     uri = tracking_uri_for(job.spec)
     if uri is None and getattr(job.spec.launcher, "tracking", None) != "off":
         uri = recorded_tracking_uri(ledger, job.run_id)  # a resumed run keeps its tracker
-    flush_s = float(os.environ.get(FLUSH_ENV) or 15.0)
+    flush_s = float(os.environ.get(FLUSH_ENV) or 30.0)
     return TrackingSession(job, ledger, tracking_uri=uri, final_flush_s=flush_s)

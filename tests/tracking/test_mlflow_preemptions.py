@@ -56,7 +56,7 @@ def test_three_preemptions_one_mlflow_run_with_the_uninterrupted_curve(store, re
         """,
     )
     r = run_cli("launch", str(spec), "--yes", "--cheapest", *PREEMPTIONS, "--grace-seconds", "60",
-                env={"MLFLOW_TRACKING_URI": uri}, timeout=600)  # fmt: skip
+                env={"MLFLOW_TRACKING_URI": uri, "LAUNCHER_TRACKING_FLUSH_S": "120"}, timeout=600)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     ref_loss, ref_weights = reference
     assert len(ref_loss) == TOTAL_STEPS

@@ -62,9 +62,11 @@ def test_resume_after_kill_9_continues_the_same_mlflow_run(keep_state, tmp_path,
     if not keep_state:
         (launcher_home / "runs" / run.run_id / "tracking.json").unlink()
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
-    r = run_cli("launch", "--resume", run.run_id, timeout=300)
+    # a generous final flush: on a loaded machine importing mlflow alone can take many seconds
+    r = run_cli("launch", "--resume", run.run_id, timeout=300, env={"LAUNCHER_TRACKING_FLUSH_S": "120"})
     assert r.returncode == 0, r.stderr[-3000:]
     (mlrun,) = runs_of(uri, "resumed")
+    assert mlrun.info.status == "FINISHED", r.stderr[-2000:]
     assert curve(uri, mlrun.info.run_id, "loss") == [(s, 1.0 / s) for s in range(1, 21)]
     assert mlrun.info.status == "FINISHED" and mlrun.data.metrics["attempts"] == 2
     from launcher.ledger import Ledger
