@@ -233,7 +233,8 @@ class TrackingSession:
             what = []
             if self.mlflow_run_id is None:
                 what.append("the run itself (never created)")
-            unsent = MetricFollower(self.follower.path, dict(self._sent_max)).read_new(0, final=True)
+            sent = {k: v for k, v in list(self._sent_max.items())}  # the sender may still be adding
+            unsent = MetricFollower(self.follower.path, sent).read_new(0, final=True)
             if unsent:
                 keys = sorted({p.key for p in unsent})
                 what.append(f"{len(unsent)} metric points ({', '.join(keys)})")
