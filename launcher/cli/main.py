@@ -33,6 +33,8 @@ COMMAND_MODULES = (
     "launcher.cli.reap_cmd",
     "launcher.cli.report_cmd",
     "launcher.cli.doctor_cmd",
+    "launcher.cli.reproduce_cmd",
+    "launcher.cli.runs_diff_cmd",
 )
 
 for _name in COMMAND_MODULES:

@@ -97,6 +97,9 @@ class ControllerDeps:
     placement_policy: PlacementPolicy | None = None
     placement_tick_s: float = 60.0
     placement_gap_hours: float = 0.0
+    # Told when this controller takes the run and lets go of it (`run_started()`,
+    # `run_ended(state)`), e.g. the experiment tracker following the job's output.
+    observer: object | None = None
 
 
 def default_budget_stop(ledger: LedgerReader, run_id: str) -> str | None:
@@ -163,6 +166,8 @@ class Controller:
         info: ControllerInfo = this_controller(self.mode)
         self.led.add_event(self.job.run_id, CONTROLLER_EVENT, info.__dict__)
         self._beat(force=True)
+        if self.d.observer is not None:
+            self.d.observer.run_started()
         try:
             if self._state == RunState.STOPPING:
                 raise _Stopped
@@ -178,7 +183,16 @@ class Controller:
             except Exception:
                 pass
             raise
+        finally:
+            if self.d.observer is not None:
+                self._tell_observer_ended()
         return self._result()
+
+    def _tell_observer_ended(self) -> None:
+        try:
+            self.d.observer.run_ended(self._state)
+        except Exception as e:  # tracking never fails a run
+            self.led.add_event(self.job.run_id, "observer_error", {"error": f"{type(e).__name__}: {e}"})
 
     # ---- the attempt loop ---------------------------------------------------------------------
     def _resume_point(self) -> ScoredOffer | None:

@@ -99,6 +99,9 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger: 
         base_dir=str(loaded.base_dir),
     )
     atomic_write_text(rd / "launch.json", json.dumps(asdict(opts), indent=1))
+    from launcher.tracking.lineage import record_lineage
+
+    record_lineage(ledger, prov.run_id, loaded, rd)  # what `launcher reproduce` rebuilds from
     return prov.run_id
 
 
@@ -205,6 +208,7 @@ def run_controller(
         capacity_retry_s=retry_s,
         placement_policy=placement_for(policy, job.plan.ranked, has_deadline=job.spec.launcher.deadline is not None),
         placement_tick_s=max(retry_s, 1.0) if opts.simulate_trace else 60.0,
+        observer=_tracking_session(job, ledger),
     )
     controller = Controller(job, deps, mode=mode)
     previous: dict[int, object] = {}
@@ -216,6 +220,12 @@ def run_controller(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _tracking_session(job: RunJob, ledger):
+    from launcher.tracking import session_for
+
+    return session_for(job, ledger)
 
 
 def spawn_detached(run_id: str) -> int:

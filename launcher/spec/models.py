@@ -7,7 +7,7 @@ are still validated and kept, so the same file can be handed to SkyPilot.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -269,6 +269,14 @@ class LauncherBlock(BaseModel):
     seeds: dict[str, int] | None = None
     data: list[str] | None = None  # paths hashed into the run's provenance
     tags: dict[str, str] | None = None
+    # Experiment tracker of the run: 'mlflow' (MLFLOW_TRACKING_URI, else $LAUNCHER_HOME/mlflow.db);
+    # unset: MLflow when MLFLOW_TRACKING_URI is set; 'off': never.
+    tracking: Literal["mlflow", "off"] | None = None
+
+    @field_validator("tracking", mode="before")
+    @classmethod
+    def _tracking(cls, v: object) -> object:
+        return "off" if v is False else v  # YAML reads a bare `off` as false
 
     @field_validator("deadline", mode="before")
     @classmethod

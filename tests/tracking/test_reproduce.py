@@ -1,0 +1,146 @@
+"""`launcher reproduce RUN [--check]` through the real CLI, on runs launched from a real temporary
+git repository: the example training job reproduces with identical weights; a changed data file,
+uncommitted changes that were not kept, and an environment that differs from the lockfile are
+refused with a message naming what differs, and nothing is launched."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tests.cli.launch_helpers import clean_env, ledger_runs  # noqa: F401
+from tests.conftest import REPO, run_cli
+
+pytestmark = [pytest.mark.usefixtures("clean_env")]
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}  # fmt: skip
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env={**os.environ, **GIT_ENV})
+
+
+def make_repo(tmp_path: Path, files: dict[str, str]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, text in files.items():
+        (repo / name).write_text(textwrap.dedent(text))
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first")
+    return repo
+
+
+def launched_run_id(r) -> str:
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run,) = ledger_runs()
+    return run.run_id
+
+
+@pytest.mark.slow
+def test_example_run_reproduces_with_identical_weights_and_a_changed_data_file_is_named(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("1,2,3\n")
+    (data / "labels.csv").write_text("0\n1\n")
+    repo = make_repo(tmp_path, {
+        "requirements.lock": f"numpy=={version('numpy')}\ntorch=={version('torch')}\n",
+        "spec.yaml": f"""
+            name: digits
+            workdir: .
+            resources: {{cpus: 1+}}
+            run: python train.py --epochs 1 --batch-size 40 --seed 0 --checkpoint-every-steps 10
+            launcher: {{project: repro, expected_hours: 0.01, seeds: {{train: 0}}, data: [{data}]}}
+            """,
+    })  # fmt: skip
+    shutil.copy(REPO / "task_specs" / "train.py", repo / "train.py")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "train")
+    first = launched_run_id(run_cli("launch", str(repo / "spec.yaml"), "--yes", "--cheapest", timeout=600))
+    r = run_cli("reproduce", first, "--check", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "identical weights" in r.stderr
+    runs = ledger_runs()
+    assert len(runs) == 2
+    new = next(x for x in runs if x.run_id != first)
+    orig = next(x for x in runs if x.run_id == first)
+    from launcher.ledger import Ledger
+
+    with Ledger() as led:
+        got = [e.data["final_weights_sha256"] for run in (orig, new) for e in led.events(run.run_id, kind="results")]
+        assert [e.data for e in led.events(new.run_id, kind="reproduces")] == [{"run_id": first}]
+    assert len(got) == 2 and got[0] == got[1] and len(got[0]) == 64
+    # The new run was launched from the recorded revision, clean, with the same lockfile and data.
+    assert (new.code_revision, new.code_dirty_hash, new.lockfile_hash, new.data_hash, new.seeds) == (
+        orig.code_revision, None, orig.lockfile_hash, orig.data_hash, {"train": 0},
+    )  # fmt: skip
+    assert not any((Path(os.environ["LAUNCHER_HOME"]) / "reproduce").iterdir())  # worktree removed
+
+    # One data file changes: refused, naming it; nothing launched.
+    (data / "labels.csv").write_text("0\n2\n")
+    r = run_cli("reproduce", first, "--check", timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert f"{data / 'labels.csv'} changed" in r.stderr and "train.csv" not in r.stderr
+    assert len(ledger_runs()) == 2
+
+    d = run_cli("runs", "diff", first, new.run_id, "--json")
+    assert d.returncode == 0, d.stderr
+    import json
+
+    rows = {(x["section"], x["field"]): x for x in json.loads(d.stdout)["rows"]}
+    assert rows[("results", "final_weights_sha256")]["same"] is True
+    assert rows[("provenance", "spec_hash")]["same"] is True
+
+
+# A job whose "weights" are the sha256 of its own source: reproducing it proves which code ran.
+CODE_JOB = {
+    "job.py": "print('hello')\n",
+    "spec.yaml": """
+        name: codejob
+        workdir: .
+        run: python -c "import hashlib; print('final_weights_sha256=' + hashlib.sha256(open('job.py','rb').read()).hexdigest())"
+        launcher: {project: repro, expected_hours: 0.01}
+        """,
+}
+
+
+def test_uncommitted_changes_are_rebuilt_when_kept_and_refused_when_not(tmp_path):
+    import hashlib
+
+    repo = make_repo(tmp_path, CODE_JOB)
+    (repo / "job.py").write_text("print('changed, not committed')\n")
+    (repo / "notes.txt").write_text("untracked\n")
+    first = launched_run_id(run_cli("launch", str(repo / "spec.yaml"), "--yes", "--cheapest"))
+    (repo / "job.py").write_text("print('changed again after the launch')\n")  # the repo moves on
+    r = run_cli("reproduce", first, "--check")
+    assert r.returncode == 0, r.stderr[-3000:]
+    want = hashlib.sha256(b"print('changed, not committed')\n").hexdigest()
+    assert f"final_weights_sha256={want}" in r.stdout
+
+    shutil.rmtree(Path(os.environ["LAUNCHER_HOME"]) / "runs" / first / "lineage")
+    r = run_cli("reproduce", first, "--check")
+    assert r.returncode == 3
+    assert "uncommitted changes" in r.stderr and "cannot be recovered" in r.stderr
+    assert len(ledger_runs()) == 2
+
+
+def test_environment_that_differs_from_the_lockfile_is_refused_naming_the_package(tmp_path):
+    repo = make_repo(tmp_path, {**CODE_JOB, "requirements.lock": "pyyaml==0.0.1\n"})
+    first = launched_run_id(run_cli("launch", str(repo / "spec.yaml"), "--yes", "--cheapest"))
+    r = run_cli("reproduce", first, "--check")
+    assert r.returncode == 3
+    assert f"pyyaml: requirements.lock says 0.0.1, installed {version('pyyaml')}" in r.stderr
+    assert len(ledger_runs()) == 1
+
+
+def test_reproduce_unknown_run_is_not_found():
+    r = run_cli("reproduce", "r-nope", "--check")
+    assert r.returncode == 7, r.stderr
