@@ -63,6 +63,9 @@ class ReportQuery:
     by: tuple[str, ...] = ("experiment",)
     window: Window = field(default_factory=Window)
     assumptions: CostAssumptions = field(default_factory=CostAssumptions)
+    # with a day/month grouping, each row's period is its charges' own span inside the bucket
+    # (FOCUS charge periods) instead of the whole bucket
+    tight_periods: bool = False
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,7 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
         bucket = np.concatenate([bucket, ck_bucket])
         m = {k: np.concatenate([v, ck_m.get(k, np.zeros(len(ck_bucket)))]) for k, v in m.items()}
     out = _aggregate(codes, uniques, bucket if time_key else None, runs, m)
-    frame = _format(out, key_specs, time_key, edges)
+    frame = _format(out, key_specs, time_key if not query.tight_periods else None, edges, sort_time=time_key is not None)
     if "attempt" in by:
         frame = _add_attempt_dimensions(frame, attempts)
     window = Window(datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC))
@@ -282,7 +285,9 @@ def _aggregate(
     return pd.DataFrame(out)
 
 
-def _format(out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str | None, edges: np.ndarray) -> pd.DataFrame:
+def _format(
+    out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str | None, edges: np.ndarray, *, sort_time: bool = False
+) -> pd.DataFrame:
     if time_key:
         b = out["_bucket"].to_numpy()
         out["seg_start"], out["seg_end"] = edges[b], edges[b + 1]
@@ -309,7 +314,7 @@ def _format(out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str |
     for c in ("x_Preemptions", "x_Attempts", "x_Runs"):
         res[c] = out[c].astype("int64")
     keys = [c for _, c in key_specs]
-    if time_key:
+    if time_key or sort_time:
         res = res.sort_values([*keys, F.CHARGE_PERIOD_START], kind="stable")
     else:
         res = res.sort_values([F.BILLED_COST, *keys], ascending=[False] + [True] * len(keys), kind="stable")

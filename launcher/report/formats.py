@@ -8,6 +8,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,11 @@ from launcher.errors import BadInputError, UnknownNameError
 from launcher.report.build import ReportResult
 
 FORMATS = ("table", "csv", "parquet", "json", "html")
+# --output suffix -> format (a file's format follows its name unless --format says otherwise)
+SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".html": "html", ".htm": "html"}
+# OWASP CSV injection: text cells starting with these are taken for formulas by spreadsheets
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 ISO = "%Y-%m-%dT%H:%M:%SZ"
 TIME_COLUMNS = ("ChargePeriodStart", "ChargePeriodEnd")
 # What the terminal table shows (files carry every column).
@@ -28,6 +35,18 @@ KEY_COLUMNS = (
     "x_ExperimentId", "x_ProjectId", "x_Owner", "x_CostCenter", "ProviderName", "RegionId",
     "x_RunId", "x_AttemptId",
 )  # fmt: skip
+
+
+def format_for_output(output: Path) -> str:
+    """The format an --output file's suffix names; BadInputError naming the formats otherwise."""
+    fmt = SUFFIX_FORMATS.get(output.suffix.lower())
+    if fmt is None:
+        known = ", ".join(sorted(SUFFIX_FORMATS))
+        raise BadInputError(
+            f"--output {output}: unknown file type {output.suffix or '(no suffix)'!r}",
+            hint=f"name the file with one of {known}, or pass --format csv|parquet|json|html",
+        )
+    return fmt
 
 
 def check_format(fmt: str, output: Path | None) -> str:
@@ -42,7 +61,32 @@ def check_format(fmt: str, output: Path | None) -> str:
 
 
 def to_csv(result: ReportResult) -> str:
-    return result.frame.to_csv(index=False, date_format=ISO, lineterminator="\n")
+    return csv_safe(result.frame).to_csv(index=False, date_format=ISO, lineterminator="\n")
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that a spreadsheet would run as a formula get a leading apostrophe (OWASP).
+    Only text columns: numbers (negative ones too) stay numbers."""
+    out = frame
+    for c in frame.columns:
+        col = frame[c]
+        if col.dtype != object and not pd.api.types.is_string_dtype(col.dtype):
+            continue
+        risky = col.map(lambda v: isinstance(v, str) and v.startswith(_FORMULA_START))
+        if risky.any():
+            if out is frame:
+                out = frame.copy()
+            out[c] = col.where(~risky, "'" + col.astype(object).where(risky, ""))
+    return out
+
+
+def printable(value: object) -> object:
+    """Control characters in text (terminal escapes) shown as \\xNN instead of sent to the terminal."""
+    if isinstance(value, str) and _CONTROL.search(value):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value
 
 
 def to_parquet(result: ReportResult) -> bytes:
@@ -103,11 +147,15 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for c in TIME_COLUMNS:
         if c in shown:
             shown[c] = shown[c].dt.strftime("%Y-%m-%d %H:%M")
+    from launcher.money import usd
+
     for c in shown.columns:
         if c.endswith("Cost") or c in ("x_SpotSavings",):
-            shown[c] = shown[c].map(lambda v: f"{v:,.2f}")
+            shown[c] = shown[c].map(usd)
         elif c.endswith("Hours"):
-            shown[c] = shown[c].map(lambda v: f"{v:,.1f}")
+            shown[c] = shown[c].map(lambda v: f"{v:,.1f}" if v == 0 or abs(v) >= 0.05 else "< 0.1")
+        elif shown[c].dtype == object:
+            shown[c] = shown[c].map(printable)
     return shown
 
 
@@ -129,5 +177,11 @@ def write(result: ReportResult, fmt: str, output: Path) -> int:
     from launcher.atomic import atomic_write_bytes
 
     data = render(result, fmt)
-    atomic_write_bytes(output, data)
+    atomic_write_bytes(output, data, mode=0o666 & ~_umask())  # a file for the user, as open() makes
     return len(data)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
