@@ -167,7 +167,7 @@ def check_plan(
             if expected_cost_usd > left and refusal is None:
                 refusal = (
                     f"expected cost ${expected_cost_usd:,.2f} exceeds the ${max(0.0, left):,.2f} left in budget "
-                    f"{b.name!r} (${b.monthly_limit_usd:,.2f}/month, {usd(spent, sign="$")} spent in {now:%Y-%m})",
+                    f"{b.name!r} (${b.monthly_limit_usd:,.2f}/month, {usd(spent, sign='$')} spent in {now:%Y-%m})",
                     b,
                 )
         if b.hourly_burn_limit_usd_per_hour is not None:
@@ -248,7 +248,7 @@ def should_stop(ledger: Any, run_id: str, now: datetime, config: BudgetsConfig |
     if run.budget_usd is not None:
         spent = float(ledger.run_spend_usd(run_id))
         if spent >= run.budget_usd:
-            return f"run {run_id} has spent {usd(spent, sign="$")} of its ${run.budget_usd:,.2f} budget"
+            return f"run {run_id} has spent {usd(spent, sign='$')} of its ${run.budget_usd:,.2f} budget"
     config = config if config is not None else load_budgets()
     for b in config.matching(run.project, run.owner):
         if b.monthly_limit_usd is None or not b.stop_runs_at_limit:
@@ -256,6 +256,6 @@ def should_stop(ledger: Any, run_id: str, now: datetime, config: BudgetsConfig |
         spent = _spent(ledger, b, now)
         if spent >= b.monthly_limit_usd:
             return (
-                f"budget {b.name!r} is spent: {usd(spent, sign="$")} of ${b.monthly_limit_usd:,.2f} in {now:%Y-%m}"
+                f"budget {b.name!r} is spent: {usd(spent, sign='$')} of ${b.monthly_limit_usd:,.2f} in {now:%Y-%m}"
             )
     return None
