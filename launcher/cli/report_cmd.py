@@ -209,7 +209,7 @@ def budget_status_cmd(
 
     rows = [
         (s.budget, s.month, usd(s.spent_usd), usd(s.monthly_limit_usd), usd(s.remaining_usd),
-         "" if s.used_pct is None else f"{s.used_pct:.0f}%", usd(s.burn_usd_per_hour),
+         "" if s.used_pct is None else "< 1%" if 0 < s.used_pct < 0.5 else f"{s.used_pct:.0f}%", usd(s.burn_usd_per_hour),
          usd(s.hourly_burn_limit_usd_per_hour), s.state)
         for s in statuses
     ]  # fmt: skip

@@ -149,7 +149,7 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
     edges = _edges(time_key, since, until)
 
     gpu = attempts["accelerator_count"].to_numpy(dtype="float64")
-    rows, bucket, m = compute_segments(iv, attempts, edges, gpu)
+    rows, bucket, m = compute_segments(iv, attempts, edges, gpu, data.facts.prices)
     m["x_CheckpointStorageCost"] = np.zeros(len(rows))
     # keys as integer codes, factorized once per attempt (fast on categorical/arrow columns)
     codes: dict[str, np.ndarray] = {}

@@ -176,6 +176,32 @@ def _apply_price_history(
     return rate
 
 
+def _piecewise_cost(
+    cost: np.ndarray, rows: np.ndarray, seg_s: np.ndarray, seg_e: np.ndarray, attempts: pd.DataFrame,
+    prices: pd.DataFrame, iv: pd.DataFrame,
+) -> np.ndarray:
+    """Segment costs of the (few) attempts with price changes, price piece by price piece."""
+    cost = cost.copy()
+    ids = pd.Index(attempts["attempt_id"].to_numpy())
+    start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
+    price = attempts["price_usd_per_hour"].to_numpy(dtype="float64")
+    nodes = attempts["num_nodes"].to_numpy(dtype="float64")
+    for attempt_id, changes in prices.sort_values("at").groupby("attempt_id", sort=False):
+        i = ids.get_indexer([attempt_id])[0] if ids.is_unique else -1
+        if i < 0:
+            continue
+        lo, hi = np.searchsorted(rows, i, "left"), np.searchsorted(rows, i, "right")
+        if lo == hi:
+            continue
+        at = changes["at"].to_numpy(dtype="float64")
+        inside = (at > start[i]) & (at < bill_end[i])
+        t = np.concatenate([[start[i]], at[inside], [bill_end[i]]])
+        p = np.concatenate([[price[i]], changes["price_usd_per_hour"].to_numpy(dtype="float64")[inside]])
+        piece_h = overlap(t[None, :-1], t[None, 1:], seg_s[lo:hi, None], seg_e[lo:hi, None]) / 3600.0
+        cost[lo:hi] = (piece_h * p[None, :]).sum(axis=1) * nodes[i]
+    return cost
+
+
 def overlap(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
     """Length of [a0, a1) ∩ [b0, b1), element-wise, never negative."""
     return np.clip(np.minimum(a1, b1) - np.maximum(a0, b0), 0.0, None)
@@ -201,9 +227,15 @@ def explode(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> tuple[np.n
 
 
 def compute_segments(
-    intervals: pd.DataFrame, attempts: pd.DataFrame, edges: np.ndarray, gpu_count: np.ndarray
+    intervals: pd.DataFrame,
+    attempts: pd.DataFrame,
+    edges: np.ndarray,
+    gpu_count: np.ndarray,
+    prices: pd.DataFrame | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """Money and hours of each attempt inside each bucket. Returns (row, bucket, measures)."""
+    """Money and hours of each attempt inside each bucket. Returns (row, bucket, measures).
+    With `prices` (price history), an attempt's billed cost in a bucket is the price in force
+    during that part of the attempt (its waste stays at the average rate)."""
     iv = intervals
     start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
     rows, bucket = explode(start, bill_end, edges)
@@ -220,6 +252,8 @@ def compute_segments(
     preempted = iv["preempted"].to_numpy()[rows] & (job_end >= b0) & (job_end < b1)
     first_bucket = bucket == bucket_first(rows, bucket)  # count each attempt once
     cost = hours * rate
+    if prices is not None and len(prices):
+        cost = _piecewise_cost(cost, rows, np.maximum(s, b0), np.minimum(e, b1), attempts, prices, iv)
     list_cost = hours * list_rate
     measures = {
         "x_ComputeCost": cost,

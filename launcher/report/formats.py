@@ -154,8 +154,8 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
             shown[c] = shown[c].map(usd)
         elif c.endswith("Hours"):
             shown[c] = shown[c].map(lambda v: f"{v:,.1f}" if v == 0 or abs(v) >= 0.05 else "< 0.1")
-        elif shown[c].dtype == object:
-            shown[c] = shown[c].map(printable)
+        elif not pd.api.types.is_numeric_dtype(shown[c].dtype):
+            shown[c] = shown[c].astype(object).map(printable)
     return shown
 
 

@@ -147,7 +147,7 @@ def render_html(result: ReportResult, *, generated_at: datetime | None = None) -
         ("Waste", t.get("x_WastedCost", 0.0)),
         ("Checkpoint storage (est.)", t.get("x_CheckpointStorageCost", 0.0)),
     ]
-    totals = "".join(f"<div>{escape(k)}<b>{svg.money(v)}</b></div>" for k, v in cards)
+    totals = "".join(f"<div>{escape(k)}<b>{escape(svg.money(v))}</b></div>" for k, v in cards)
     gpu_h = t.get("x_GpuHours", 0.0)
     charts = [cost_over_time(result), cost_per_experiment(result), spot_savings(result), waste(result)]
     window = f"{result.window.since:%Y-%m-%d %H:%M} to {result.window.until:%Y-%m-%d %H:%M} UTC"

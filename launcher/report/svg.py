@@ -34,14 +34,16 @@ def money(v: float) -> str:
 
 
 def tick_labels(values: Sequence[float]) -> list[str]:
-    """Axis labels in dollars with the fewest decimals (at least the cents) that tell every
-    tick apart: $0.00 $0.0025 $0.005 ... for small amounts, $0 $250 $500 for large ones."""
+    """Axis labels in dollars with the fewest decimals (at least the cents, none from $1,000)
+    that state every tick exactly: $0.00 $0.0025 $0.005 ... for small amounts."""
     decimals = 0 if max(values, default=0) >= 1000 else 2
-    labels = [f"${v:,.{decimals}f}" for v in values]
-    while len(set(labels)) < len(labels) and decimals < 12:
+
+    def exact(d: int) -> bool:
+        return all(abs(round(v, d) - v) <= 1e-9 * max(1.0, abs(v)) for v in values)
+
+    while not exact(decimals) and decimals < 12:
         decimals += 1
-        labels = [f"${v:,.{decimals}f}" for v in values]
-    return labels
+    return [f"${v:,.{decimals}f}" for v in values]
 
 
 def _legend(names: Sequence[str], x: float, y: float) -> list[str]:
