@@ -205,47 +205,39 @@ def has_attempt_event_index(conn: Any) -> bool:
 
 
 def _event_facts_columns(conn: Any, a: Any, only_ids: Sequence[str] | None = None) -> tuple[dict[str, Any], Any]:
-    """Per-attempt event facts as column expressions, and the FROM clause to add (or None).
-    With `only_ids` (a few attempts, e.g. the cache's incremental refresh) the facts are
-    correlated lookups; a full read is one GROUP BY over the events, joined back (measured on 1M
-    attempts / 2.8M events in SQLite: 24 s against 31 s for lookups, even with the
-    events(attempt_id, kind, at) index)."""
-    e = m.events.c
-    if only_ids is not None:
-        # per-attempt lookups; the run id lets the (run_id, id) index find a run's few events
-        ev = m.events.alias("ev")
+    """Per-attempt event facts as column expressions, and the FROM clause to outer-join (or None).
 
-        def one(fn: Any, kind: str, col: Any) -> Any:
-            return (
-                select(fn(col))
-                # `kind || ''` keeps SQLite off the (kind, at) index, which would walk every event
-                # of that kind for each attempt
-                .where(ev.c.run_id == a.run_id, ev.c.attempt_id == a.attempt_id, ev.c.kind.concat("") == kind)
-                .scalar_subquery()
-            )
+    Ended attempts read their row of attempt_facts (written by the ledger when they ended: one
+    row per attempt, no pass over the events); open attempts, and the few attempts of
+    `only_ids` (the cache's incremental refresh), look their events up."""
+    ev = m.events.alias("ev")
 
-        facts = {
-            "teardown": one(func.max, "teardown", ev.c.at),
-            "last_ckpt": one(func.max, "checkpoint", ev.c.at),
-            "resume": one(func.min, "recovery", ev.c.at),
-            "overhead": one(func.max, "recovery", ev.c.data["restart_overhead_seconds"].as_float()),
-            "n_price": one(func.count, "price", ev.c.id),
-        }
-        return facts, None
-    agg = (
-        select(
-            e.attempt_id.label("aid"),
-            func.max(case((e.kind == "teardown", e.at))).label("teardown"),
-            func.max(case((e.kind == "checkpoint", e.at))).label("last_ckpt"),
-            func.min(case((e.kind == "recovery", e.at))).label("resume"),
-            func.max(case((e.kind == "recovery", e.data["restart_overhead_seconds"].as_float()))).label("overhead"),
-            func.count(case((e.kind == "price", 1))).label("n_price"),
+    def one(fn: Any, kind: str, col: Any) -> Any:
+        return (
+            select(fn(col))
+            # the run id lets the (run_id, id) index find a run's few events; `kind || ''` keeps
+            # SQLite off the (kind, at) index, which would walk every event of that kind
+            .where(ev.c.run_id == a.run_id, ev.c.attempt_id == a.attempt_id, ev.c.kind.concat("") == kind)
+            .scalar_subquery()
         )
-        .where(e.kind.in_(EVENT_KINDS), e.attempt_id.is_not(None))
-        .group_by(e.attempt_id)
-        .subquery("ev")
-    )
-    return {k: agg.c[k] for k in ("teardown", "last_ckpt", "resume", "overhead", "n_price")}, agg
+
+    lookups = {
+        "teardown": one(func.max, "teardown", ev.c.at),
+        "last_ckpt": one(func.max, "checkpoint", ev.c.at),
+        "resume": one(func.min, "recovery", ev.c.at),
+        "overhead": one(func.max, "recovery", ev.c.data["restart_overhead_seconds"].as_float()),
+        "n_price": one(func.count, "price", ev.c.id),
+    }
+    if only_ids is not None:
+        return lookups, None
+    f = m.attempt_facts.alias("f")
+    stored = {
+        "teardown": f.c.teardown_at, "last_ckpt": f.c.last_ckpt_at, "resume": f.c.resume_at,
+        "overhead": f.c.overhead_s, "n_price": f.c.n_price,
+    }  # fmt: skip
+    # CASE evaluates a lookup only for the attempts it applies to (open, or ended before facts)
+    lookup_needed = or_(a.ended_at.is_(None), f.c.attempt_id.is_(None))
+    return {k: case((lookup_needed, lookups[k]), else_=stored[k]) for k in lookups}, f
 
 
 def _attempts(
@@ -288,7 +280,7 @@ def _attempts(
         q.text("attempt_id", case((ev["n_price"] > 0, a.attempt_id)))
     src = m.attempts.join(m.runs, a.run_id == r.run_id)
     if agg is not None:
-        src = src.outerjoin(agg, agg.c.aid == a.attempt_id)
+        src = src.outerjoin(agg, agg.c.attempt_id == a.attempt_id)
     stmt = q.statement().select_from(src).where(_attempt_window(a, window))
     if only_ids is not None:
         stmt = stmt.where(a.attempt_id.in_(list(only_ids)))
