@@ -6,7 +6,8 @@
 Builds (once; cached under .bench/, which git ignores) a SQLite ledger at schema head with
 250,000 runs x 4 attempts over 90 days (20 projects, 2,000 experiments, 50 owners; 30% of spot
 attempts preempted; events: a state_change per attempt start, a recovery event after each
-preemption, a checkpoint on half the attempts, a teardown per completed attempt: ~2.5 M), then times the report in process (split
+preemption, a checkpoint on half the attempts, a teardown per completed attempt: ~2.5 M; and the
+per-attempt cost facts the ledger writes as attempts end), then times the report in process (split
 into SQL fetch of attempts, SQL fetch of events, pandas math and grouping, CSV writing) and end
 to end (the real CLI in a subprocess, stdout to /dev/null): reading the whole ledger
 (--no-cache), with the report cache cold (the first report builds it) and warm. Target: 3 s.
@@ -30,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 BENCH_DIR = REPO / ".bench"
 TARGET_S = 3.0
-LAYOUT_VERSION = 4
+LAYOUT_VERSION = 5
 START = datetime(2026, 8, 1, tzinfo=UTC).timestamp()  # all in the past: nothing "started since"
 
 
@@ -128,6 +129,15 @@ def build(path: Path, n_attempts: int, seed: int = 7) -> None:
         )
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
+    # the per-attempt cost facts the ledger writes as each attempt ends
+    from sqlalchemy import create_engine
+
+    from launcher.ledger.facts import write_facts
+
+    engine = create_engine(f"sqlite:///{tmp}")
+    with engine.begin() as conn:
+        write_facts(conn)
+    engine.dispose()
     os.replace(tmp, path)
     Path(str(tmp) + ".migrate.lock").unlink(missing_ok=True)  # the ledger's migration lock file
 

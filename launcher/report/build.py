@@ -23,7 +23,10 @@ from launcher.report.costs import (
     explode,
     overlap,
 )
+from launcher.report.data import KEY_SOURCES, LedgerData
 from launcher.report.periods import Window
+
+__all__ = ["KEY_SOURCES", "LedgerData", "ReportQuery", "ReportResult", "build_report", "report_from_data"]
 
 # --by value -> (source column, output column)
 GROUP_KEYS: dict[str, tuple[str, str]] = {
@@ -38,7 +41,6 @@ GROUP_KEYS: dict[str, tuple[str, str]] = {
 }
 TIME_KEYS = ("day", "month")
 GROUPINGS = (*GROUP_KEYS, *TIME_KEYS)
-KEY_SOURCES = ("project", "experiment", "owner", "cost_center", "cloud", "region", "run_id", "attempt_id")
 NONE_LABEL = "(none)"
 
 
@@ -66,21 +68,6 @@ class ReportQuery:
     # with a day/month grouping, each row's period is its charges' own span inside the bucket
     # (FOCUS charge periods) instead of the whole bucket
     tight_periods: bool = False
-
-
-@dataclass(frozen=True)
-class LedgerData:
-    """What a report reads from the ledger (see load.py), times as float epoch seconds UTC.
-
-    attempts: the ledger's attempt columns joined with their run's project, experiment, owner,
-      cost_center (and `tags`, a dict per row, when loaded for --by attempt).
-    facts: events reduced per attempt; facts.checkpoints also carries run_ended_at and the
-      key columns of KEY_SOURCES for grouping.
-    """
-
-    attempts: pd.DataFrame
-    facts: EventFacts
-    as_of: float
 
 
 @dataclass(frozen=True)

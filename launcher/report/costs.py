@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-PREEMPTED_REASONS = ("preempted", "node_lost")
 HOURS_PER_MONTH = 730.0
 # Standard-class object storage list prices, USD per GB-month (S3 us-east-1, GCS multi-region).
 DEFAULT_STORAGE_USD_PER_GB_MONTH: Mapping[str, float] = {"aws": 0.023, "gcp": 0.026, "local": 0.0}

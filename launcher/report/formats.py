@@ -9,7 +9,6 @@ import io
 import json
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +16,14 @@ import pandas as pd
 
 from launcher.errors import BadInputError, UnknownNameError
 from launcher.report.build import ReportResult
+from launcher.report.display import display_frame, printable  # noqa: F401  (the table view)
 
 FORMATS = ("table", "csv", "parquet", "json", "html")
 # --output suffix -> format (a file's format follows its name unless --format says otherwise)
 SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".html": "html", ".htm": "html"}
 # OWASP CSV injection: text cells starting with these are taken for formulas by spreadsheets
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 ISO = "%Y-%m-%dT%H:%M:%SZ"
-TIME_COLUMNS = ("ChargePeriodStart", "ChargePeriodEnd")
-# What the terminal table shows (files carry every column).
-TABLE_COLUMNS = (
-    "ChargePeriodStart", "BilledCost", "ListCost", "x_SpotSavings", "x_WastedCost",
-    "x_CheckpointStorageCost", "x_GpuHours", "x_Preemptions", "x_Runs", "x_Attempts",
-)  # fmt: skip
-KEY_COLUMNS = (
-    "x_ExperimentId", "x_ProjectId", "x_Owner", "x_CostCenter", "ProviderName", "RegionId",
-    "x_RunId", "x_AttemptId",
-)  # fmt: skip
-
-
 def format_for_output(output: Path) -> str:
     """The format an --output file's suffix names; BadInputError naming the formats otherwise."""
     fmt = SUFFIX_FORMATS.get(output.suffix.lower())
@@ -78,15 +65,6 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
                 out = frame.copy()
             out[c] = col.where(~risky, "'" + col.astype(object).where(risky, ""))
     return out
-
-
-def printable(value: object) -> object:
-    """Control characters in text (terminal escapes) shown as \\xNN instead of sent to the terminal."""
-    if isinstance(value, str) and _CONTROL.search(value):
-        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return value
 
 
 def to_parquet(result: ReportResult) -> bytes:
@@ -137,26 +115,6 @@ def to_json(result: ReportResult) -> str:
         "rows": records(result.frame),
     }
     return json.dumps(doc, indent=2)
-
-
-def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Key columns plus the headline measures, money rounded to cents, for people."""
-    keys = [c for c in KEY_COLUMNS if c in frame.columns]
-    cols = keys + [c for c in TABLE_COLUMNS if c in frame.columns and c not in keys]
-    shown = frame[cols].copy()
-    for c in TIME_COLUMNS:
-        if c in shown:
-            shown[c] = shown[c].dt.strftime("%Y-%m-%d %H:%M")
-    from launcher.money import usd
-
-    for c in shown.columns:
-        if c.endswith("Cost") or c in ("x_SpotSavings",):
-            shown[c] = shown[c].map(usd)
-        elif c.endswith("Hours"):
-            shown[c] = shown[c].map(lambda v: f"{v:,.1f}" if v == 0 or abs(v) >= 0.05 else "< 0.1")
-        elif not pd.api.types.is_numeric_dtype(shown[c].dtype):
-            shown[c] = shown[c].astype(object).map(printable)
-    return shown
 
 
 def render(result: ReportResult, fmt: str) -> bytes:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from launcher.report import svg
 from launcher.report.build import HTML_KEYS, ReportQuery, ReportResult, report_from_data
-from launcher.report.formats import display_frame
+from launcher.report.display import display_frame
 
 MAX_SERIES = 8
 MAX_BARS = 20
