@@ -267,13 +267,19 @@ def read_checkpoints(
     return q.frame(conn, q.statement().where(func.coalesce(inner.c.size_bytes, 0) > 0))
 
 
-def read_prices(conn: Any) -> pd.DataFrame:
+def read_prices(conn: Any, *, attempt_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """Price changes (attempt_id, at, price_usd_per_hour), of these attempts or all."""
     e = m.events.c
     q = _Select(conn)
     q.text("attempt_id", e.attempt_id)
     q.time("at", e.at)
     q.num("price_usd_per_hour", e.data["price_usd_per_hour"].as_float())
-    return q.frame(conn, q.statement().where(e.kind == "price", e.attempt_id.is_not(None))).dropna()
+    stmt = q.statement().where(e.kind == "price", e.attempt_id.is_not(None))
+    if attempt_ids is not None:
+        if len(attempt_ids) > 5_000:  # a long IN list costs more than reading them all
+            return read_prices(conn).pipe(lambda p: p[p["attempt_id"].isin(attempt_ids)].reset_index(drop=True))
+        stmt = stmt.where(e.attempt_id.in_(list(attempt_ids) or ["-"]))
+    return q.frame(conn, stmt).dropna()
 
 
 def read_run_tags(conn: Any, run_ids: pd.Series) -> list[dict[str, str]]:

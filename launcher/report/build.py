@@ -14,7 +14,7 @@ import pandas as pd
 
 from launcher.errors import BadInputError, UnknownNameError
 from launcher.report import focus as F
-from launcher.report.costs import (
+from launcher.ledger.attempt_cost import (
     HOURS_PER_MONTH,
     CostAssumptions,
     EventFacts,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from launcher.report.costs import EventFacts
+from launcher.ledger.attempt_cost import EventFacts
 
 # columns a report can group by (the attempts frame's names)
 KEY_SOURCES = ("project", "experiment", "owner", "cost_center", "cloud", "region", "run_id", "attempt_id")

@@ -2,8 +2,8 @@
 
 Charges:
 - compute: one row per attempt and calendar month it billed in (machine time, priced as
-  costs.py says: price history, teardown, open attempts up to the report's clock);
-- checkpoint storage: one row per run, cloud and month (the estimate costs.py describes).
+  launcher/ledger/attempt_cost.py says: price history, teardown, open attempts up to the report's clock);
+- checkpoint storage: one row per run, cloud and month (the estimate launcher/ledger/attempt_cost.py describes).
 
 Each row carries every column FOCUS 1.2 makes mandatory, plus the recommended ones we can fill
 (ChargeFrequency, ServiceSubcategory; InvoiceId null: we issue no invoices) and our own
@@ -25,7 +25,7 @@ import pandas as pd
 
 from launcher.report import focus as F
 from launcher.report.build import LedgerData, ReportQuery, ReportResult, report_from_data
-from launcher.report.costs import HOURS_PER_MONTH
+from launcher.ledger.attempt_cost import HOURS_PER_MONTH
 
 # per cloud: (ServiceName of machines, ServiceName of object storage)
 SERVICE_NAMES: Mapping[str, tuple[str, str]] = {

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from launcher.ledger.readers import read_attempts, read_checkpoints, read_prices, read_run_tags
-from launcher.report.costs import EventFacts
+from launcher.ledger.attempt_cost import EventFacts
 from launcher.report.data import KEY_SOURCES, LedgerData
 from launcher.report.periods import Window
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from launcher.report import ReportQuery, build_report, parse_window
-from launcher.report.costs import CostAssumptions
+from launcher.ledger.attempt_cost import CostAssumptions
 
 from .conftest import NOW
 

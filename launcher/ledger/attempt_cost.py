@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 import pandas as pd
@@ -181,13 +182,15 @@ def _piecewise_cost(
 ) -> np.ndarray:
     """Segment costs of the (few) attempts with price changes, price piece by price piece."""
     cost = cost.copy()
-    ids = pd.Index(attempts["attempt_id"].to_numpy())
+    known = attempts["attempt_id"].notna().to_numpy()  # ids are loaded only where prices changed
+    pos = pd.Series(np.flatnonzero(known), index=attempts["attempt_id"].to_numpy()[known])
+    pos = pos[~pos.index.duplicated()]
     start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
     price = attempts["price_usd_per_hour"].to_numpy(dtype="float64")
     nodes = attempts["num_nodes"].to_numpy(dtype="float64")
     for attempt_id, changes in prices.sort_values("at").groupby("attempt_id", sort=False):
-        i = ids.get_indexer([attempt_id])[0] if ids.is_unique else -1
-        if i < 0:
+        i = pos.get(attempt_id)
+        if i is None:
             continue
         lo, hi = np.searchsorted(rows, i, "left"), np.searchsorted(rows, i, "right")
         if lo == hi:
@@ -277,3 +280,19 @@ def bucket_first(rows: np.ndarray, bucket: np.ndarray) -> np.ndarray:
     new = np.r_[True, rows[1:] != rows[:-1]]
     idx = np.maximum.accumulate(np.where(new, np.arange(len(rows)), 0))
     return bucket[idx]
+
+
+def compute_cost_in_window(
+    attempts: pd.DataFrame, prices: pd.DataFrame | None, as_of: float, since: datetime | None, until: datetime | None
+) -> float:
+    """Compute cost (USD) of `attempts` (the bulk reader's frame) inside [since, until); open
+    bounds as a report closes them (the first start; the clock or the last bill end)."""
+    if len(attempts) == 0:
+        return 0.0
+    facts = EventFacts.empty() if prices is None else EventFacts(checkpoints=EventFacts.empty().checkpoints, prices=prices)
+    iv = attempt_intervals(attempts.reset_index(drop=True), facts, as_of)
+    lo = since.timestamp() if since is not None else float(iv["start"].min())
+    hi = until.timestamp() if until is not None else max(as_of, float(iv["bill_end"].max()))
+    edges = np.array([lo, max(hi, lo)], dtype="float64")
+    _, _, m = compute_segments(iv, attempts.reset_index(drop=True), edges, np.zeros(len(attempts)), facts.prices)
+    return float(m["x_ComputeCost"].sum())
