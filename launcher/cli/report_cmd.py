@@ -188,7 +188,7 @@ def budget_status_cmd(
     as_of: str | None = typer.Option(None, "--as-of", help="The month of this time (default: now)."),
 ) -> None:
     """Spend this month against each budget."""
-    from launcher.budgets import budget_status, budgets_path, load_budgets
+    from launcher.planning.budget import budget_status, budgets_path, load_budgets
     from launcher.cli.render import info, print_json, print_table
     from launcher.ledger import Ledger
 

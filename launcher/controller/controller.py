@@ -94,7 +94,7 @@ class ControllerDeps:
 def default_budget_stop(ledger, run_id: str) -> str | None:
     """budgets.should_stop (the run's budget_usd and budgets.yaml hard limits) when available."""
     try:
-        from launcher.budgets import should_stop
+        from launcher.planning.budget import should_stop
     except ImportError:
         should_stop = None
     if should_stop is not None:

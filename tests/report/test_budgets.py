@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from launcher.budgets import BudgetsConfig, budget_status, check_plan, load_budgets, remaining_usd, should_stop
+from launcher.planning.budget import BudgetsConfig, budget_status, check_plan, load_budgets, remaining_usd, should_stop
 from launcher.errors import BudgetExceededError, SpecError
 
 from .conftest import NOW, h
