@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import case, delete, func, insert, select
+from sqlalchemy import case, delete, func, insert, literal, select
 
 from launcher.ledger import models as m
 
@@ -54,9 +54,9 @@ def write_facts(conn: Any, attempt_ids: Sequence[str] | None = None) -> None:
     else:
         conn.execute(delete(f))
     conn.execute(insert(f).from_select(list(FACT_COLUMNS), facts_select(attempt_ids)))
-    bare = select(a.attempt_id).where(
+    bare = select(a.attempt_id, literal(0)).where(
         a.ended_at.is_not(None), a.attempt_id.not_in(select(f.c.attempt_id))
     )
     if attempt_ids is not None:
         bare = bare.where(a.attempt_id.in_(list(attempt_ids)))
-    conn.execute(insert(f).from_select(["attempt_id"], bare))
+    conn.execute(insert(f).from_select(["attempt_id", "n_price"], bare))

@@ -61,8 +61,8 @@ def upgrade() -> None:
     )
     bind = op.get_bind()
     bind.execute(sa.insert(facts).from_select(list(facts.c.keys()), facts_q))
-    bare = sa.select(a.attempt_id).where(a.ended_at.is_not(None), a.attempt_id.not_in(sa.select(facts.c.attempt_id)))
-    bind.execute(sa.insert(facts).from_select(["attempt_id"], bare))
+    bare = sa.select(a.attempt_id, sa.literal(0)).where(a.ended_at.is_not(None), a.attempt_id.not_in(sa.select(facts.c.attempt_id)))
+    bind.execute(sa.insert(facts).from_select(["attempt_id", "n_price"], bare))
 
 
 def downgrade() -> None:
