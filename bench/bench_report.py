@@ -267,6 +267,15 @@ def report(url: str, repeat: int, label: str) -> None:
     cli_warm = timed_cli(url, repeat, use_cache=True)
     _print(cold, cli_cold, label + ", report cache cold (first report builds it)")
     _print(warm, cli_warm, label + ", report cache warm (nothing changed since the last report)")
+    # cold and warm side by side
+    rows = [("no cache (--no-cache)", runs, cli), ("cold (fresh process, no cache)", cold, cli_cold),
+            ("warm (cache up to date)", warm, cli_warm)]  # fmt: skip
+    warm_cli = min(cli_warm)
+    print(f"\n{'report over the same ledger':<34}{'in process s':>14}{'CLI s':>10}{'CLI / warm':>12}")
+    for name, inproc, clis in rows:
+        best = min(r["total_s"] for r in inproc)
+        print(f"{name:<34}{best:>14.3f}{min(clis):>10.3f}{min(clis) / warm_cli:>12.1f}")
+    print(f"target: cold < {TARGET_S:.0f} s on SQLite (load avg now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 
 def _print(runs: list[dict[str, float]], cli: list[float], label: str) -> None:
