@@ -296,3 +296,17 @@ def compute_cost_in_window(
     edges = np.array([lo, max(hi, lo)], dtype="float64")
     _, _, m = compute_segments(iv, attempts.reset_index(drop=True), edges, np.zeros(len(attempts)), facts.prices)
     return float(m["x_ComputeCost"].sum())
+
+
+def attempt_costs(attempts: pd.DataFrame, prices: pd.DataFrame | None, as_of: float) -> dict[str, float]:
+    """attempt_id -> whole compute cost so far (the same rules, no window)."""
+    if len(attempts) == 0:
+        return {}
+    attempts = attempts.reset_index(drop=True)
+    facts = EventFacts.empty() if prices is None else EventFacts(checkpoints=EventFacts.empty().checkpoints, prices=prices)
+    iv = attempt_intervals(attempts, facts, as_of)
+    lo = float(iv["start"].min())
+    edges = np.array([lo, max(as_of, float(iv["bill_end"].max()), lo)], dtype="float64")
+    rows, _, m = compute_segments(iv, attempts, edges, np.zeros(len(attempts)), facts.prices)
+    cost = np.bincount(rows, weights=m["x_ComputeCost"], minlength=len(attempts))
+    return dict(zip(attempts["attempt_id"].tolist(), cost.tolist()))

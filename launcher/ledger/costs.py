@@ -44,6 +44,17 @@ class CostQueries(LedgerBase):
             prices = read_prices(c, attempt_ids=attempts["attempt_id"].tolist()) if len(attempts) else None
         return compute_cost_in_window(attempts, prices, now.timestamp(), since, until)
 
+    def attempt_costs_usd(self, run_id: str, *, now: datetime | None = None) -> dict[str, float]:
+        """Each attempt of a run: its whole cost so far, as spend_usd and reports count it
+        (open attempts up to `now`, default the ledger's clock)."""
+        from launcher.ledger.attempt_cost import attempt_costs
+        from launcher.ledger.readers import read_attempts, read_prices
+
+        with self._read() as c:
+            attempts = read_attempts(c, _Span(None, None), (), False, with_ids=True, where=m.attempts.c.run_id == run_id)
+            prices = read_prices(c, attempt_ids=attempts["attempt_id"].tolist()) if len(attempts) else None
+        return attempt_costs(attempts, prices, (now or self._now()).timestamp())
+
     def project_spend_usd(self, project: str, since: datetime | None = None, until: datetime | None = None) -> float:
         return self.spend_usd(project=project, since=since, until=until)
 

@@ -214,14 +214,6 @@ class AttemptRecord:
     def is_open(self) -> bool:
         return self.ended_at is None
 
-    def cost_usd(self, now: datetime) -> float:
-        """Billed seconds (or elapsed up to `now` while open) times the cluster's hourly price."""
-        if self.billed_seconds is not None:
-            seconds = self.billed_seconds
-        else:
-            seconds = max(0.0, ((self.ended_at or now) - self.started_at).total_seconds())
-        return seconds / 3600.0 * self.price_usd_per_hour * self.num_nodes
-
 
 @dataclass(frozen=True)
 class EventRecord:
