@@ -14,14 +14,11 @@ DATA=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 
 ok_python() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; }
 find_python() {
-  local c
   # 3.12 first: on 3.13 the validator's numpy<2 pin has no wheel and would build from source
-  for c in ${FOCUS_PYTHON:-} python3.12 python3.13; do
-    if [ -n "$c" ] && command -v "$c" >/dev/null && ok_python "$c"; then command -v "$c"; return; fi
-  done
-  local root=${PYENV_ROOT:-$HOME/.pyenv}
-  for c in $(ls -d "$root"/versions/3.1[2-9]* 2>/dev/null | sort -V); do
-    if ok_python "$c/bin/python"; then echo "$c/bin/python"; return; fi
+  local root=${PYENV_ROOT:-$HOME/.pyenv} c
+  for c in ${FOCUS_PYTHON:-} python3.12 $(ls -d "$root"/versions/3.12* 2>/dev/null | sort -V | sed 's#$#/bin/python#') \
+           python3.13 $(ls -d "$root"/versions/3.1[3-9]* 2>/dev/null | sort -V | sed 's#$#/bin/python#'); do
+    if command -v "$c" >/dev/null 2>&1 && ok_python "$c"; then command -v "$c"; return; fi
   done
   if command -v uv >/dev/null; then
     uv python install 3.12 >/dev/null 2>&1 || true
