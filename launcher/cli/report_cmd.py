@@ -18,8 +18,6 @@ budget_app = typer.Typer(help="Budgets per project/owner ($LAUNCHER_HOME/budgets
 app.add_typer(report_app, name="report")
 app.add_typer(budget_app, name="budget")
 
-_SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".html": "html", ".htm": "html"}
-
 
 def _as_of(value: str | None):
     from datetime import UTC, datetime
@@ -31,14 +29,14 @@ def _as_of(value: str | None):
 
 def _pick_format(fmt: str | None, output: Path | None, json_out: bool) -> str:
     from launcher.errors import BadInputError
-    from launcher.report.formats import check_format
+    from launcher.report.formats import check_format, format_for_output
 
     if json_out:
         if fmt not in (None, "json"):
             raise BadInputError("--json conflicts with --format " + fmt)
         fmt = "json"
     if fmt is None:
-        fmt = _SUFFIX_FORMATS.get(output.suffix.lower(), "csv") if output is not None else "table"
+        fmt = format_for_output(output) if output is not None else "table"
     fmt = check_format(fmt, output)
     if fmt == "table" and output is not None:
         raise BadInputError("--format table prints to the terminal", hint="use csv, parquet, json or html with --output")
@@ -76,7 +74,12 @@ def report(
     now = _as_of(as_of)
     with Ledger() as led:
         extra = HTML_KEYS if kind == "html" else ()
-        result = build_report(led, ReportQuery(by=keys, window=window), now=now, extra_keys=extra, use_cache=not no_cache)
+        if keys == ("attempt",) and kind != "html":  # per attempt: the FOCUS dataset (one row per charge)
+            from launcher.report.focus_dataset import build_focus
+
+            result = build_focus(led, ReportQuery(by=keys, window=window), now=now)
+        else:
+            result = build_report(led, ReportQuery(by=keys, window=window), now=now, extra_keys=extra, use_cache=not no_cache)
     if output is not None:
         size = write(result, kind, output)
         info(f"wrote {len(result.frame)} rows ({size:,} bytes, {kind}) to {output}")
@@ -87,9 +90,11 @@ def report(
         t = result.totals()
         if rows:
             total = ["TOTAL"] + [""] * (len(shown.columns) - 1)
+            from launcher.money import usd
+
             for i, c in enumerate(shown.columns):
                 if c in t and i > 0:
-                    total[i] = f"{t[c]:,.2f}" if "Cost" in c or c == "x_SpotSavings" or c.endswith("Hours") else str(int(t[c]))
+                    total[i] = usd(t[c]) if "Cost" in c or c == "x_SpotSavings" else f"{t[c]:,.1f}" if c.endswith("Hours") else str(int(t[c]))
             rows.append(total)
         w = result.window
         print_table(f"cost by {','.join(keys)}, {w.since:%Y-%m-%d %H:%M} to {w.until:%Y-%m-%d %H:%M} UTC (USD)", list(shown.columns), rows)
@@ -98,6 +103,43 @@ def report(
         return
     sys.stdout.buffer.write(render(result, kind))
     sys.stdout.flush()
+
+
+@report_app.command("focus")
+def focus_cmd(
+    output: Path = typer.Option(..., "--output", "-o", help="The FOCUS file: .csv or .parquet."),
+    month: str | None = typer.Option(None, "--month", help="A calendar month YYYY-MM (default: everything)."),
+    since: str | None = typer.Option(None, "--since", help="Start, YYYY-MM-DD or ISO-8601 time (UTC)."),
+    until: str | None = typer.Option(None, "--until", help="End: a date includes that day; a time is exclusive."),
+    account: list[str] = typer.Option([], "--account", help="CLOUD=ID[:NAME], the billing account of a cloud's charges (repeatable); default: a stable id per ledger and cloud."),
+    as_of: str | None = typer.Option(None, "--as-of", help="Count open attempts up to this time (default: now)."),
+) -> None:
+    """Write a FOCUS 1.2 cost-and-usage dataset (one row per charge: compute per attempt and
+    month, checkpoint storage per run and month), checked by the FinOps Foundation's validator."""
+    from launcher.cli.render import info
+    from launcher.errors import BadInputError
+    from launcher.ledger import Ledger
+    from launcher.report import ReportQuery
+    from launcher.report.focus_dataset import BillingAccount, build_focus
+    from launcher.report.formats import format_for_output, write
+    from launcher.report.periods import parse_window
+
+    window = parse_window(since, until, month)
+    kind = format_for_output(output)
+    if kind not in ("csv", "parquet"):
+        raise BadInputError(f"--output {output}: a FOCUS file is .csv or .parquet")
+    accounts = {}
+    for item in account:
+        cloud, sep, rest = item.partition("=")
+        if not sep or not cloud or not rest:
+            raise BadInputError(f"--account {item!r}: expected CLOUD=ID or CLOUD=ID:NAME, e.g. aws=123456789012")
+        acct_id, _, name = rest.partition(":")
+        accounts[cloud.strip().lower()] = BillingAccount(id=acct_id, name=name or acct_id)
+    now = _as_of(as_of)
+    with Ledger() as led:
+        result = build_focus(led, ReportQuery(by=("attempt",), window=window), now=now, accounts=accounts)
+    size = write(result, kind, output)
+    info(f"wrote {len(result.frame)} FOCUS rows ({size:,} bytes, {kind}) to {output}")
 
 
 @report_app.command("reconcile")
@@ -146,7 +188,7 @@ def budget_status_cmd(
     as_of: str | None = typer.Option(None, "--as-of", help="The month of this time (default: now)."),
 ) -> None:
     """Spend this month against each budget."""
-    from launcher.budgets import budget_status, budgets_path, load_budgets
+    from launcher.planning.budget import budget_status, budgets_path, load_budgets
     from launcher.cli.render import info, print_json, print_table
     from launcher.ledger import Ledger
 
@@ -163,12 +205,11 @@ def budget_status_cmd(
         print_json([s.as_dict() for s in statuses])
         return
 
-    def usd(v: float | None) -> str:
-        return "" if v is None else f"{v:,.2f}"
+    from launcher.money import usd
 
     rows = [
         (s.budget, s.month, usd(s.spent_usd), usd(s.monthly_limit_usd), usd(s.remaining_usd),
-         "" if s.used_pct is None else f"{s.used_pct:.0f}%", usd(s.burn_usd_per_hour),
+         "" if s.used_pct is None else "< 1%" if 0 < s.used_pct < 0.5 else f"{s.used_pct:.0f}%", usd(s.burn_usd_per_hour),
          usd(s.hourly_burn_limit_usd_per_hour), s.state)
         for s in statuses
     ]  # fmt: skip

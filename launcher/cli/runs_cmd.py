@@ -81,7 +81,7 @@ def run_summary(ledger, run, *, now: datetime | None = None) -> dict:
             "seq": last.seq, "cloud": last.cloud, "region": last.region, "instance_type": last.instance_type,
             "spot": last.spot, "state": last.state, "end_reason": last.end_reason, "exit_code": last.exit_code,
         },  # fmt: skip
-        "cost_usd": round(sum(a.cost_usd(now) for a in attempts), 6),
+        "cost_usd": round(sum(ledger.attempt_costs_usd(run.run_id, now=now).values()), 6),
         "controller": None if run.is_terminal else ("alive" if live.alive else "orphaned"),
         "controller_detail": None if run.is_terminal else live.why,
     }
@@ -179,6 +179,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
         attempts = led.attempts(rec.run_id)
         events = led.events(rec.run_id)
         now = datetime.now(UTC)
+        costs = led.attempt_costs_usd(rec.run_id, now=now)  # as budgets and reports count them
         detail = {
             **summary,
             "spec_hash": rec.spec_hash,
@@ -192,7 +193,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
             "budget_usd": rec.budget_usd,
             "deadline_at": rec.deadline_at,
             "tags": rec.tags,
-            "attempt_rows": [{**asdict(a), "cost_usd": round(a.cost_usd(now), 6)} for a in attempts],
+            "attempt_rows": [{**asdict(a), "cost_usd": round(costs.get(a.attempt_id, 0.0), 6)} for a in attempts],
             "events": [{"id": e.id, "at": e.at, "kind": e.kind, "attempt_id": e.attempt_id, "data": e.data} for e in events],
         }
     if json_out:
@@ -212,7 +213,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
                 a.seq, f"{a.cloud}/{a.region} {a.instance_type} {'spot' if a.spot else 'od'} x{a.num_nodes}",
                 f"{a.price_usd_per_hour:g}", a.started_at.strftime("%H:%M:%S"),
                 a.ended_at.strftime("%H:%M:%S") if a.ended_at else "", a.end_reason or a.state,
-                a.exit_code if a.exit_code is not None else "", f"{a.cost_usd(now):.4f}",
+                a.exit_code if a.exit_code is not None else "", f"{costs.get(a.attempt_id, 0.0):.4f}",
             ]  # fmt: skip
             for a in attempts
         ],

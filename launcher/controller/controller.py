@@ -104,7 +104,7 @@ class ControllerDeps:
 
 def default_budget_stop(ledger: LedgerReader, run_id: str) -> str | None:
     """budgets.should_stop: the run's budget_usd and budgets.yaml hard limits."""
-    from launcher.budgets import should_stop
+    from launcher.planning.budget import should_stop
 
     return should_stop(ledger, run_id, datetime.now(UTC))
 

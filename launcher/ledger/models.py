@@ -105,6 +105,18 @@ events = Table(
     Index(None, "attempt_id", "kind", "at"),  # 0002: per-attempt event facts for reports
 )
 
+# Per ended attempt: the event facts cost reports need (see launcher/ledger/facts.py).
+attempt_facts = Table(
+    "attempt_facts",
+    metadata,
+    Column("attempt_id", String(96), ForeignKey("attempts.attempt_id", ondelete="CASCADE"), primary_key=True),
+    Column("teardown_at", UtcDateTime),
+    Column("last_ckpt_at", UtcDateTime),
+    Column("resume_at", UtcDateTime),
+    Column("overhead_s", Float),
+    Column("n_price", Integer),
+)
+
 # No foreign key to runs: the reaper records clusters it finds whose run this ledger never saw.
 clusters = Table(
     "clusters",

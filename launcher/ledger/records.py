@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
 from launcher.provenance import Provenance
 
@@ -215,14 +215,6 @@ class AttemptRecord:
     def is_open(self) -> bool:
         return self.ended_at is None
 
-    def cost_usd(self, now: datetime) -> float:
-        """Billed seconds (or elapsed up to `now` while open) times the cluster's hourly price."""
-        if self.billed_seconds is not None:
-            seconds = self.billed_seconds
-        else:
-            seconds = max(0.0, ((self.ended_at or now) - self.started_at).total_seconds())
-        return seconds / 3600.0 * self.price_usd_per_hour * self.num_nodes
-
 
 @dataclass(frozen=True)
 class EventRecord:
@@ -271,49 +263,3 @@ class ReapAuditRecord:
     project: str | None = None
     at: datetime | None = None  # set by the ledger when None
     id: int | None = None  # set by the ledger
-
-
-@dataclass(frozen=True)
-class AttemptsFrame:
-    """Column-wise attempt rows joined with their run (for `pandas.DataFrame(frame.columns)`).
-
-    Times are float epoch seconds UTC (None where open/unknown) so a report can convert a million
-    rows at once with `pandas.to_datetime(col, unit="s", utc=True)`. `tags` holds one dict per
-    row (the run's tags; rows of one run share the same dict object). `as_of` is the ledger's
-    clock when read, to count open attempts up to now.
-    """
-
-    columns: dict[str, list[Any]]
-    as_of: datetime
-
-    COLUMNS: ClassVar[tuple[str, ...]] = (
-        "attempt_id", "run_id", "seq", "cloud", "region", "zone", "instance_type", "accelerator",
-        "accelerator_count", "num_nodes", "spot", "price_usd_per_hour",
-        "on_demand_price_usd_per_hour", "cluster", "state", "started_at", "ended_at",
-        "end_reason", "exit_code", "billed_seconds",
-        "run_name", "project", "experiment", "owner", "cost_center", "run_state", "tags",
-    )  # fmt: skip
-
-    def __len__(self) -> int:
-        return len(self.columns["attempt_id"])
-
-
-@dataclass(frozen=True)
-class CostRollupRow:
-    """One group of a cost roll-up (see Ledger.cost_rollup). Costs in USD, times in hours;
-    first_start/last_end as UTC datetimes (last_end = now for groups with open attempts)."""
-
-    keys: dict[str, Any]  # grouping key -> value (None where the run lacks it)
-    attempts: int
-    preemptions: int  # attempts that ended preempted or node_lost
-    node_hours: float
-    gpu_hours: float
-    billed_cost_usd: float  # what was paid (spot or on-demand price actually used)
-    list_cost_usd: float  # the same hours at on-demand prices
-    spot_cost_usd: float  # part of billed_cost_usd spent on spot capacity
-    first_start: datetime
-    last_end: datetime
-
-    @property
-    def savings_usd(self) -> float:
-        return self.list_cost_usd - self.billed_cost_usd

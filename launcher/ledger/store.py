@@ -18,6 +18,7 @@ from launcher.errors import BadInputError, ConflictError, NotFoundError, did_you
 from launcher.ledger import models as m
 from launcher.ledger.base import LedgerBase, _as_set, utc_now
 from launcher.ledger.costs import CostQueries
+from launcher.ledger.facts import FACT_EVENT_KINDS, write_facts
 from launcher.ledger.infra import InfraRecords
 from launcher.ledger.records import (
     TERMINAL_RUN_STATES,
@@ -261,6 +262,7 @@ class Ledger(CostQueries, InfraRecords):
             )
             if res.rowcount != 1:
                 self._attempt_missing_or_ended(c, attempt_id)
+            write_facts(c, [attempt_id])  # the cost facts reports read, in the same transaction
         return self.get_attempt(attempt_id)
 
     def _attempt_missing_or_ended(self, c: Connection, attempt_id: str) -> NoReturn:
@@ -314,6 +316,8 @@ class Ledger(CostQueries, InfraRecords):
                     insert(m.events).values(run_id=run_id, attempt_id=attempt_id, at=when, kind=str(kind), data=payload)
                 )
                 event_id = res.inserted_primary_key[0]
+                if attempt_id is not None and str(kind) in FACT_EVENT_KINDS:
+                    write_facts(c, [attempt_id])  # an ended attempt's facts change (no-op while open)
         except IntegrityError as e:
             raise NotFoundError(f"no run {run_id!r} / attempt {attempt_id!r} in the ledger") from e
         return EventRecord(id=event_id, run_id=run_id, attempt_id=attempt_id, at=when, kind=str(kind), data=payload)

@@ -169,7 +169,7 @@ def _with_org_budgets(plan: Plan, loaded: LoadedSpec) -> Plan:
 
     lb = loaded.spec.launcher
     owner = lb.owner or _user()  # the run is recorded with this owner too
-    from launcher.budgets import load_budgets
+    from launcher.planning.budget import load_budgets
 
     if not load_budgets().matching(lb.project, owner):
         return plan  # no budget applies: skip opening the ledger

@@ -4,7 +4,7 @@
     result = build_report(ledger, ReportQuery(by=("experiment",), since=..., until=...))
     result.frame        # pandas DataFrame, FOCUS + x_ columns, one row per group
 
-How costs are counted is documented in `launcher/report/costs.py`. This package imports pandas:
+How costs are counted is documented in `launcher/ledger/attempt_cost.py` (the one definition of what an attempt cost, shared with budgets and `runs`/`status`). This package imports pandas:
 command modules import it inside their functions.
 """
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from launcher.errors import BadInputError, UnknownNameError
 from launcher.report import focus as F
-from launcher.report.costs import (
+from launcher.ledger.attempt_cost import (
     HOURS_PER_MONTH,
     CostAssumptions,
     EventFacts,
@@ -23,7 +23,10 @@ from launcher.report.costs import (
     explode,
     overlap,
 )
+from launcher.report.data import KEY_SOURCES, LedgerData
 from launcher.report.periods import Window
+
+__all__ = ["KEY_SOURCES", "LedgerData", "ReportQuery", "ReportResult", "build_report", "report_from_data"]
 
 # --by value -> (source column, output column)
 GROUP_KEYS: dict[str, tuple[str, str]] = {
@@ -38,7 +41,6 @@ GROUP_KEYS: dict[str, tuple[str, str]] = {
 }
 TIME_KEYS = ("day", "month")
 GROUPINGS = (*GROUP_KEYS, *TIME_KEYS)
-KEY_SOURCES = ("project", "experiment", "owner", "cost_center", "cloud", "region", "run_id", "attempt_id")
 NONE_LABEL = "(none)"
 
 
@@ -63,21 +65,9 @@ class ReportQuery:
     by: tuple[str, ...] = ("experiment",)
     window: Window = field(default_factory=Window)
     assumptions: CostAssumptions = field(default_factory=CostAssumptions)
-
-
-@dataclass(frozen=True)
-class LedgerData:
-    """What a report reads from the ledger (see load.py), times as float epoch seconds UTC.
-
-    attempts: the ledger's attempt columns joined with their run's project, experiment, owner,
-      cost_center (and `tags`, a dict per row, when loaded for --by attempt).
-    facts: events reduced per attempt; facts.checkpoints also carries run_ended_at and the
-      key columns of KEY_SOURCES for grouping.
-    """
-
-    attempts: pd.DataFrame
-    facts: EventFacts
-    as_of: float
+    # with a day/month grouping, each row's period is its charges' own span inside the bucket
+    # (FOCUS charge periods) instead of the whole bucket
+    tight_periods: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,7 +136,7 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
     edges = _edges(time_key, since, until)
 
     gpu = attempts["accelerator_count"].to_numpy(dtype="float64")
-    rows, bucket, m = compute_segments(iv, attempts, edges, gpu)
+    rows, bucket, m = compute_segments(iv, attempts, edges, gpu, data.facts.prices)
     m["x_CheckpointStorageCost"] = np.zeros(len(rows))
     # keys as integer codes, factorized once per attempt (fast on categorical/arrow columns)
     codes: dict[str, np.ndarray] = {}
@@ -163,7 +153,7 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
         bucket = np.concatenate([bucket, ck_bucket])
         m = {k: np.concatenate([v, ck_m.get(k, np.zeros(len(ck_bucket)))]) for k, v in m.items()}
     out = _aggregate(codes, uniques, bucket if time_key else None, runs, m)
-    frame = _format(out, key_specs, time_key, edges)
+    frame = _format(out, key_specs, time_key if not query.tight_periods else None, edges, sort_time=time_key is not None)
     if "attempt" in by:
         frame = _add_attempt_dimensions(frame, attempts)
     window = Window(datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC))
@@ -282,7 +272,9 @@ def _aggregate(
     return pd.DataFrame(out)
 
 
-def _format(out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str | None, edges: np.ndarray) -> pd.DataFrame:
+def _format(
+    out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str | None, edges: np.ndarray, *, sort_time: bool = False
+) -> pd.DataFrame:
     if time_key:
         b = out["_bucket"].to_numpy()
         out["seg_start"], out["seg_end"] = edges[b], edges[b + 1]
@@ -309,7 +301,7 @@ def _format(out: pd.DataFrame, key_specs: list[tuple[str, str]], time_key: str |
     for c in ("x_Preemptions", "x_Attempts", "x_Runs"):
         res[c] = out[c].astype("int64")
     keys = [c for _, c in key_specs]
-    if time_key:
+    if time_key or sort_time:
         res = res.sort_values([*keys, F.CHARGE_PERIOD_START], kind="stable")
     else:
         res = res.sort_values([F.BILLED_COST, *keys], ascending=[False] + [True] * len(keys), kind="stable")

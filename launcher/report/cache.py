@@ -32,7 +32,7 @@ from sqlalchemy import func, select, union
 
 from launcher.atomic import atomic_write_bytes, atomic_write_text
 from launcher.ledger import models as m
-from launcher.report.load import EVENT_KINDS, RUN_KEYS, _attempts, _checkpoints
+from launcher.ledger.readers import EVENT_KINDS, RUN_KEYS, read_attempts, read_checkpoints
 from launcher.report.periods import Window
 
 CACHE_VERSION = 1
@@ -123,16 +123,16 @@ class ReportCache:
             count = int(conn.execute(select(func.count()).select_from(m.attempts)).scalar_one())
             open_list = sorted(conn.execute(select(a.attempt_id).where(a.ended_at.is_(None))).scalars())
             if len(open_list) > MAX_IN_LIST:  # unusual: read them with the full event pass
-                open_attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None))
+                open_attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None))
             else:  # (an empty IN list would still make SQLite walk every event of those kinds)
-                open_attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=open_list or ["-"])
+                open_attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=open_list or ["-"])
             open_ids = set(open_attempts["attempt_id"])
             open_run_ids = set(conn.execute(select(r.run_id).where(r.ended_at.is_(None))).scalars())
             # by run id: the events (run_id, id) index finds them without a pass over all checkpoints
             if len(open_run_ids) <= MAX_IN_LIST:
-                open_ck = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(open_run_ids))
+                open_ck = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(open_run_ids))
             else:
-                open_ck = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_(None))
+                open_ck = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_(None))
             new_meta = {
                 "max_event_id": max_id, "refreshed_at": refreshed_at.isoformat(),
                 "open_attempt_ids": sorted(open_ids), "open_runs": sorted(open_run_ids),
@@ -164,8 +164,8 @@ class ReportCache:
                                 self._touch(meta, new_meta)
                             self.stats = CacheStats(mode, len(ids), len(ck_runs), time.perf_counter() - t0)
                             return _with_open(attempts, open_attempts, checkpoints, open_ck)
-            attempts = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_not(None))
-            checkpoints = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_not(None))
+            attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_not(None))
+            checkpoints = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_not(None))
         self._write({**new_meta, "attempts": len(attempts)}, attempts, checkpoints)
         self.stats = CacheStats("full", len(attempts), -1, time.perf_counter() - t0)
         return _with_open(attempts, open_attempts, checkpoints, open_ck)
@@ -180,10 +180,10 @@ class ReportCache:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         attempts, checkpoints = frames
         if ids:
-            changed = _attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids)
+            changed = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids)
             attempts = _concat(attempts[~attempts["attempt_id"].isin(ids)], changed)
         if ck_runs:
-            fresh = _checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(ck_runs))
+            fresh = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(ck_runs))
             checkpoints = _concat(checkpoints[~checkpoints["run_id"].isin(ck_runs)], fresh)
         return attempts, checkpoints
 

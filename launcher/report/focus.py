@@ -43,7 +43,7 @@ X_UNIT_PRICE = "x_UnitPriceUsdPerHour"
 
 MEASURES = (
     "x_ComputeCost",  # billed machine time
-    "x_CheckpointStorageCost",  # estimate, see costs.py
+    "x_CheckpointStorageCost",  # estimate, see launcher/ledger/attempt_cost.py
     "x_SpotSavings",  # ListCost - BilledCost of compute
     "x_WastedCost",  # restart overhead + preemption loss + idle before teardown
     "x_RestartOverheadCost",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +16,24 @@ import pandas as pd
 
 from launcher.errors import BadInputError, UnknownNameError
 from launcher.report.build import ReportResult
+from launcher.report.display import display_frame, printable  # noqa: F401  (the table view)
 
 FORMATS = ("table", "csv", "parquet", "json", "html")
+# --output suffix -> format (a file's format follows its name unless --format says otherwise)
+SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".html": "html", ".htm": "html"}
+# OWASP CSV injection: text cells starting with these are taken for formulas by spreadsheets
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 ISO = "%Y-%m-%dT%H:%M:%SZ"
-TIME_COLUMNS = ("ChargePeriodStart", "ChargePeriodEnd")
-# What the terminal table shows (files carry every column).
-TABLE_COLUMNS = (
-    "ChargePeriodStart", "BilledCost", "ListCost", "x_SpotSavings", "x_WastedCost",
-    "x_CheckpointStorageCost", "x_GpuHours", "x_Preemptions", "x_Runs", "x_Attempts",
-)  # fmt: skip
-KEY_COLUMNS = (
-    "x_ExperimentId", "x_ProjectId", "x_Owner", "x_CostCenter", "ProviderName", "RegionId",
-    "x_RunId", "x_AttemptId",
-)  # fmt: skip
+def format_for_output(output: Path) -> str:
+    """The format an --output file's suffix names; BadInputError naming the formats otherwise."""
+    fmt = SUFFIX_FORMATS.get(output.suffix.lower())
+    if fmt is None:
+        known = ", ".join(sorted(SUFFIX_FORMATS))
+        raise BadInputError(
+            f"--output {output}: unknown file type {output.suffix or '(no suffix)'!r}",
+            hint=f"name the file with one of {known}, or pass --format csv|parquet|json|html",
+        )
+    return fmt
 
 
 def check_format(fmt: str, output: Path | None) -> str:
@@ -42,7 +48,23 @@ def check_format(fmt: str, output: Path | None) -> str:
 
 
 def to_csv(result: ReportResult) -> str:
-    return result.frame.to_csv(index=False, date_format=ISO, lineterminator="\n")
+    return csv_safe(result.frame).to_csv(index=False, date_format=ISO, lineterminator="\n")
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that a spreadsheet would run as a formula get a leading apostrophe (OWASP).
+    Only text columns: numbers (negative ones too) stay numbers."""
+    out = frame
+    for c in frame.columns:
+        col = frame[c]
+        if col.dtype != object and not pd.api.types.is_string_dtype(col.dtype):
+            continue
+        risky = col.map(lambda v: isinstance(v, str) and v.startswith(_FORMULA_START))
+        if risky.any():
+            if out is frame:
+                out = frame.copy()
+            out[c] = col.where(~risky, "'" + col.astype(object).where(risky, ""))
+    return out
 
 
 def to_parquet(result: ReportResult) -> bytes:
@@ -95,22 +117,6 @@ def to_json(result: ReportResult) -> str:
     return json.dumps(doc, indent=2)
 
 
-def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Key columns plus the headline measures, money rounded to cents, for people."""
-    keys = [c for c in KEY_COLUMNS if c in frame.columns]
-    cols = keys + [c for c in TABLE_COLUMNS if c in frame.columns and c not in keys]
-    shown = frame[cols].copy()
-    for c in TIME_COLUMNS:
-        if c in shown:
-            shown[c] = shown[c].dt.strftime("%Y-%m-%d %H:%M")
-    for c in shown.columns:
-        if c.endswith("Cost") or c in ("x_SpotSavings",):
-            shown[c] = shown[c].map(lambda v: f"{v:,.2f}")
-        elif c.endswith("Hours"):
-            shown[c] = shown[c].map(lambda v: f"{v:,.1f}")
-    return shown
-
-
 def render(result: ReportResult, fmt: str) -> bytes:
     if fmt == "csv":
         return to_csv(result).encode()
@@ -129,5 +135,11 @@ def write(result: ReportResult, fmt: str, output: Path) -> int:
     from launcher.atomic import atomic_write_bytes
 
     data = render(result, fmt)
-    atomic_write_bytes(output, data)
+    atomic_write_bytes(output, data, mode=0o666 & ~_umask())  # a file for the user, as open() makes
     return len(data)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -10,7 +10,7 @@ import pandas as pd
 
 from launcher.report import svg
 from launcher.report.build import HTML_KEYS, ReportQuery, ReportResult, report_from_data
-from launcher.report.formats import display_frame
+from launcher.report.display import display_frame
 
 MAX_SERIES = 8
 MAX_BARS = 20
@@ -147,7 +147,7 @@ def render_html(result: ReportResult, *, generated_at: datetime | None = None) -
         ("Waste", t.get("x_WastedCost", 0.0)),
         ("Checkpoint storage (est.)", t.get("x_CheckpointStorageCost", 0.0)),
     ]
-    totals = "".join(f"<div>{escape(k)}<b>{svg.money(v)}</b></div>" for k, v in cards)
+    totals = "".join(f"<div>{escape(k)}<b>{escape(svg.money(v))}</b></div>" for k, v in cards)
     gpu_h = t.get("x_GpuHours", 0.0)
     charts = [cost_over_time(result), cost_per_experiment(result), spot_savings(result), waste(result)]
     window = f"{result.window.since:%Y-%m-%d %H:%M} to {result.window.until:%Y-%m-%d %H:%M} UTC"

@@ -28,7 +28,22 @@ def nice_max(value: float) -> float:
 
 
 def money(v: float) -> str:
-    return f"${v:,.2f}" if abs(v) < 1000 else f"${v:,.0f}"
+    from launcher.money import usd
+
+    return usd(v, sign="$") if abs(v) < 1000 else f"${v:,.0f}"
+
+
+def tick_labels(values: Sequence[float]) -> list[str]:
+    """Axis labels in dollars with the fewest decimals (at least the cents, none from $1,000)
+    that state every tick exactly: $0.00 $0.0025 $0.005 ... for small amounts."""
+    decimals = 0 if max(values, default=0) >= 1000 else 2
+
+    def exact(d: int) -> bool:
+        return all(abs(round(v, d) - v) <= 1e-9 * max(1.0, abs(v)) for v in values)
+
+    while not exact(decimals) and decimals < 12:
+        decimals += 1
+    return [f"${v:,.{decimals}f}" for v in values]
 
 
 def _legend(names: Sequence[str], x: float, y: float) -> list[str]:
@@ -107,11 +122,11 @@ def horizontal_bars(
         f'<text x="{left}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#333"/>',
     ]
+    ticks = tick_labels([xmax * t / 4 for t in range(5)])
     for t in range(5):
-        v = xmax * t / 4
         x = left + plot_w * t / 4
         parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#eee"/>')
-        parts.append(f'<text x="{x:.1f}" y="{top + plot_h + 14}" font-size="10" text-anchor="middle">{money(v)}</text>')
+        parts.append(f'<text class="tick" x="{x:.1f}" y="{top + plot_h + 14}" font-size="10" text-anchor="middle">{ticks[t]}</text>')
     for i, label in enumerate(labels):
         y0 = top + i * row_h
         parts.append(
@@ -143,11 +158,11 @@ def _frame(name: str, title: str, width: int, height: int, left: int, top: int, 
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
         f'<text x="{left}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
     ]
+    labels = tick_labels([ymax * t / 4 for t in range(5)])
     for t in range(5):
-        v = ymax * t / 4
         y = top + plot_h - plot_h * t / 4
         parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{money(v)}</text>')
+        parts.append(f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{labels[t]}</text>')
     parts.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#333"/>')
     return parts
 

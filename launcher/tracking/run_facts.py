@@ -48,7 +48,7 @@ def run_tags_for_tracker(ledger, job) -> dict[str, str]:
 
 
 def end_numbers(ledger, run_id: str, now: datetime | None = None) -> dict[str, float]:
-    """cost_usd (the ledger's cost of each attempt), preemptions, attempts (placements that ran
+    """cost_usd (the ledger's one definition of an attempt's cost, as reports count it), preemptions, attempts (placements that ran
     or tried to), gpu_hours (accelerators x nodes x billed hours)."""
     now = now or datetime.now(UTC)
     attempts = ledger.attempts(run_id)
@@ -57,7 +57,7 @@ def end_numbers(ledger, run_id: str, now: datetime | None = None) -> dict[str, f
         seconds = a.billed_seconds if a.billed_seconds is not None else max(0.0, ((a.ended_at or now) - a.started_at).total_seconds())
         gpu_h += seconds / 3600.0 * a.accelerator_count * a.num_nodes
     return {
-        "cost_usd": round(sum(a.cost_usd(now) for a in attempts), 6),
+        "cost_usd": round(sum(ledger.attempt_costs_usd(run_id, now=now).values()), 6),
         "preemptions": float(sum(1 for a in attempts if a.end_reason in (EndReason.PREEMPTED, EndReason.NODE_LOST))),
         "attempts": float(len(attempts)),
         "gpu_hours": round(gpu_h, 6),

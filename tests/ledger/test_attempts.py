@@ -52,7 +52,7 @@ def test_end_attempt_defaults_billed_to_elapsed_and_wins_once(ledger: Ledger, cl
     assert ended.state == AttemptState.ENDED and ended.end_reason == "preempted"
     assert ended.ended_at == T0 + timedelta(minutes=90) and ended.billed_seconds == 5400.0
     assert ended.cluster == "c-e" and ended.exit_code is None
-    assert ended.cost_usd(now=clock()) == pytest.approx(0.75)
+    assert ledger.attempt_costs_usd("r-e") == {a.attempt_id: pytest.approx(0.75)}
     with pytest.raises(ConflictError, match="preempted"):
         ledger.end_attempt(a.attempt_id, EndReason.COMPLETED)
     with pytest.raises(ConflictError):

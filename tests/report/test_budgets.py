@@ -1,6 +1,6 @@
 """Budgets against the hand-built ledger: at the clock (T0+6h) project vision has spent
-$10.80 of compute in 2026-11 (ledger billed seconds: 2h x $2 + 2h x $2.40 + open 1h x $2) and
-burns $2/h (the open attempt); nlp has spent $8.00."""
+$12.00 of compute in 2026-11, counted as reports count it (2h x $2 + 2.5h to teardown x $2.40 +
+open 1h x $2) and burns $2/h (the open attempt); nlp has spent $8.00."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from launcher.budgets import BudgetsConfig, budget_status, check_plan, load_budgets, remaining_usd, should_stop
+from launcher.planning.budget import BudgetsConfig, budget_status, check_plan, load_budgets, remaining_usd, should_stop
 from launcher.errors import BudgetExceededError, SpecError
 
 from .conftest import NOW, h
@@ -17,15 +17,15 @@ CONFIG = BudgetsConfig.model_validate(
     {
         "budgets": [
             {"project": "vision", "monthly_limit_usd": 20, "hourly_burn_limit_usd_per_hour": 5},
-            {"project": "vision", "owner": "alice", "monthly_limit_usd": 12},
+            {"project": "vision", "owner": "alice", "monthly_limit_usd": 13.2},
         ]
     }
 )
 
 
 def test_remaining_is_the_tightest_matching_budget(hand_ledger):
-    assert remaining_usd(hand_ledger, "vision", "alice", NOW, CONFIG) == pytest.approx(12 - 10.8)
-    assert remaining_usd(hand_ledger, "vision", "bob", NOW, CONFIG) == pytest.approx(20 - 10.8)
+    assert remaining_usd(hand_ledger, "vision", "alice", NOW, CONFIG) == pytest.approx(13.2 - 12.0)
+    assert remaining_usd(hand_ledger, "vision", "bob", NOW, CONFIG) == pytest.approx(20 - 12.0)
     assert remaining_usd(hand_ledger, "nlp", "bob", NOW, CONFIG) is None
 
 
@@ -59,9 +59,9 @@ def test_no_budget_means_ok(hand_ledger):
 
 def test_status(hand_ledger):
     st = {s.budget: s for s in budget_status(hand_ledger, NOW, CONFIG)}
-    assert st["vision"].spent_usd == pytest.approx(10.8)
+    assert st["vision"].spent_usd == pytest.approx(12.0)
     assert st["vision"].state == "ok"
-    assert st["vision/alice"].used_pct == pytest.approx(90.0)
+    assert st["vision/alice"].used_pct == pytest.approx(100 * 12.0 / 13.2)
     assert st["vision/alice"].state == "warning"
     assert st["vision/alice"].month == "2026-11"
 
@@ -92,6 +92,31 @@ def test_should_stop_on_the_runs_own_budget(hand_ledger):
     )  # fmt: skip
     reason = should_stop(hand_ledger, "r-capped", NOW, BudgetsConfig())
     assert reason is not None and "$2.00 of its $1.50 budget" in reason
+
+
+def test_budget_status_and_report_agree_to_the_cent(tmp_path):
+    """The same window, the same money: a ledger with preemptions, a price change and an open
+    attempt (tests/report/test_focus.py's), budget status against `launcher report`."""
+    from launcher.ledger import Ledger
+    from launcher.report import ReportQuery, build_report, parse_window
+
+    from .conftest import Clock
+    from .test_focus import build_focus_ledger
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    build_focus_ledger(url).close()
+    config = BudgetsConfig.model_validate(
+        {"budgets": [{"project": p, "monthly_limit_usd": 100} for p in ("vision", "nlp", "tools")]}
+    )
+    with Ledger(url, now=Clock(NOW)) as led:
+        spent = {s.project: s.spent_usd for s in budget_status(led, NOW, config)}
+        q = ReportQuery(by=("project",), window=parse_window(since="2026-11-01", until=NOW.isoformat()))
+        report = build_report(led, q, now=NOW).frame.set_index("x_ProjectId")["x_ComputeCost"]
+        assert led.run_spend_usd("r-oct") == pytest.approx(10.0)  # $4 + $6 across the price change
+    assert {p: round(v, 2) for p, v in spent.items()} == {p: round(report.get(p, 0.0), 2) for p in spent}
+    # by hand: vision 12.00 (to teardown, the open attempt to the clock); nlp 8.00;
+    # tools: r-oct's November part, at the changed price
+    assert spent == pytest.approx({"vision": 12.0, "nlp": 8.0, "tools": 6.0})
 
 
 def test_config_errors_name_the_field(tmp_path):

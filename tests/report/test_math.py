@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from launcher.report import ReportQuery, build_report, parse_window
-from launcher.report.costs import CostAssumptions
+from launcher.ledger.attempt_cost import CostAssumptions
 
 from .conftest import NOW
 
@@ -168,7 +168,7 @@ def test_loader_strategies_agree(hand_ledger_path):
     import sqlite3
 
     from launcher.ledger import Ledger
-    from launcher.report.load import has_attempt_event_index
+    from launcher.ledger.readers import has_attempt_event_index
 
     from .conftest import Clock
 

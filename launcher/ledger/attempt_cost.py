@@ -34,11 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 import pandas as pd
 
-PREEMPTED_REASONS = ("preempted", "node_lost")
 HOURS_PER_MONTH = 730.0
 # Standard-class object storage list prices, USD per GB-month (S3 us-east-1, GCS multi-region).
 DEFAULT_STORAGE_USD_PER_GB_MONTH: Mapping[str, float] = {"aws": 0.023, "gcp": 0.026, "local": 0.0}
@@ -176,6 +176,34 @@ def _apply_price_history(
     return rate
 
 
+def _piecewise_cost(
+    cost: np.ndarray, rows: np.ndarray, seg_s: np.ndarray, seg_e: np.ndarray, attempts: pd.DataFrame,
+    prices: pd.DataFrame, iv: pd.DataFrame,
+) -> np.ndarray:
+    """Segment costs of the (few) attempts with price changes, price piece by price piece."""
+    cost = cost.copy()
+    known = attempts["attempt_id"].notna().to_numpy()  # ids are loaded only where prices changed
+    pos = pd.Series(np.flatnonzero(known), index=attempts["attempt_id"].to_numpy()[known])
+    pos = pos[~pos.index.duplicated()]
+    start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
+    price = attempts["price_usd_per_hour"].to_numpy(dtype="float64")
+    nodes = attempts["num_nodes"].to_numpy(dtype="float64")
+    for attempt_id, changes in prices.sort_values("at").groupby("attempt_id", sort=False):
+        i = pos.get(attempt_id)
+        if i is None:
+            continue
+        lo, hi = np.searchsorted(rows, i, "left"), np.searchsorted(rows, i, "right")
+        if lo == hi:
+            continue
+        at = changes["at"].to_numpy(dtype="float64")
+        inside = (at > start[i]) & (at < bill_end[i])
+        t = np.concatenate([[start[i]], at[inside], [bill_end[i]]])
+        p = np.concatenate([[price[i]], changes["price_usd_per_hour"].to_numpy(dtype="float64")[inside]])
+        piece_h = overlap(t[None, :-1], t[None, 1:], seg_s[lo:hi, None], seg_e[lo:hi, None]) / 3600.0
+        cost[lo:hi] = (piece_h * p[None, :]).sum(axis=1) * nodes[i]
+    return cost
+
+
 def overlap(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
     """Length of [a0, a1) ∩ [b0, b1), element-wise, never negative."""
     return np.clip(np.minimum(a1, b1) - np.maximum(a0, b0), 0.0, None)
@@ -201,9 +229,15 @@ def explode(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> tuple[np.n
 
 
 def compute_segments(
-    intervals: pd.DataFrame, attempts: pd.DataFrame, edges: np.ndarray, gpu_count: np.ndarray
+    intervals: pd.DataFrame,
+    attempts: pd.DataFrame,
+    edges: np.ndarray,
+    gpu_count: np.ndarray,
+    prices: pd.DataFrame | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """Money and hours of each attempt inside each bucket. Returns (row, bucket, measures)."""
+    """Money and hours of each attempt inside each bucket. Returns (row, bucket, measures).
+    With `prices` (price history), an attempt's billed cost in a bucket is the price in force
+    during that part of the attempt (its waste stays at the average rate)."""
     iv = intervals
     start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
     rows, bucket = explode(start, bill_end, edges)
@@ -220,6 +254,8 @@ def compute_segments(
     preempted = iv["preempted"].to_numpy()[rows] & (job_end >= b0) & (job_end < b1)
     first_bucket = bucket == bucket_first(rows, bucket)  # count each attempt once
     cost = hours * rate
+    if prices is not None and len(prices):
+        cost = _piecewise_cost(cost, rows, np.maximum(s, b0), np.minimum(e, b1), attempts, prices, iv)
     list_cost = hours * list_rate
     measures = {
         "x_ComputeCost": cost,
@@ -244,3 +280,33 @@ def bucket_first(rows: np.ndarray, bucket: np.ndarray) -> np.ndarray:
     new = np.r_[True, rows[1:] != rows[:-1]]
     idx = np.maximum.accumulate(np.where(new, np.arange(len(rows)), 0))
     return bucket[idx]
+
+
+def compute_cost_in_window(
+    attempts: pd.DataFrame, prices: pd.DataFrame | None, as_of: float, since: datetime | None, until: datetime | None
+) -> float:
+    """Compute cost (USD) of `attempts` (the bulk reader's frame) inside [since, until); open
+    bounds as a report closes them (the first start; the clock or the last bill end)."""
+    if len(attempts) == 0:
+        return 0.0
+    facts = EventFacts.empty() if prices is None else EventFacts(checkpoints=EventFacts.empty().checkpoints, prices=prices)
+    iv = attempt_intervals(attempts.reset_index(drop=True), facts, as_of)
+    lo = since.timestamp() if since is not None else float(iv["start"].min())
+    hi = until.timestamp() if until is not None else max(as_of, float(iv["bill_end"].max()))
+    edges = np.array([lo, max(hi, lo)], dtype="float64")
+    _, _, m = compute_segments(iv, attempts.reset_index(drop=True), edges, np.zeros(len(attempts)), facts.prices)
+    return float(m["x_ComputeCost"].sum())
+
+
+def attempt_costs(attempts: pd.DataFrame, prices: pd.DataFrame | None, as_of: float) -> dict[str, float]:
+    """attempt_id -> whole compute cost so far (the same rules, no window)."""
+    if len(attempts) == 0:
+        return {}
+    attempts = attempts.reset_index(drop=True)
+    facts = EventFacts.empty() if prices is None else EventFacts(checkpoints=EventFacts.empty().checkpoints, prices=prices)
+    iv = attempt_intervals(attempts, facts, as_of)
+    lo = float(iv["start"].min())
+    edges = np.array([lo, max(as_of, float(iv["bill_end"].max()), lo)], dtype="float64")
+    rows, _, m = compute_segments(iv, attempts, edges, np.zeros(len(attempts)), facts.prices)
+    cost = np.bincount(rows, weights=m["x_ComputeCost"], minlength=len(attempts))
+    return dict(zip(attempts["attempt_id"].tolist(), cost.tolist()))

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Check a FOCUS export with the FinOps Foundation's focus-validator (FOCUS 1.2, offline).
+#   bash scripts/focus_validate.sh FILE.csv|FILE.parquet
+# Creates .venv-focus (git ignores it; FOCUS_VENV overrides) with Python >= 3.12, which the
+# validator needs, on first use. Exit 0 when no mandatory (-M) or conditional (-C) rule fails,
+# 1 when some do (listed), 3 when no Python >= 3.12 can be found.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${FOCUS_VENV:-$ROOT/.venv-focus}
+VALIDATOR=focus-validator==2.2.1
+NUMPY=numpy==2.2.6  # the validator pins numpy<2, but the pyarrow it pulls in needs NumPy 2
+[ $# -eq 1 ] && [ -f "$1" ] || { echo "usage: $0 FILE.csv|FILE.parquet (an existing file)" >&2; exit 2; }
+DATA=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+
+ok_python() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; }
+find_python() {
+  # 3.12 first: on 3.13 the validator's numpy<2 pin has no wheel and would build from source
+  local root=${PYENV_ROOT:-$HOME/.pyenv} c
+  for c in ${FOCUS_PYTHON:-} python3.12 $(ls -d "$root"/versions/3.12* 2>/dev/null | sort -V | sed 's#$#/bin/python#') \
+           python3.13 $(ls -d "$root"/versions/3.1[3-9]* 2>/dev/null | sort -V | sed 's#$#/bin/python#'); do
+    if command -v "$c" >/dev/null 2>&1 && ok_python "$c"; then command -v "$c"; return; fi
+  done
+  if command -v uv >/dev/null; then
+    uv python install 3.12 >/dev/null 2>&1 || true
+    c=$(uv python find 3.12 2>/dev/null || true)
+    if [ -n "$c" ] && ok_python "$c"; then echo "$c"; return; fi
+  fi
+  return 1
+}
+
+stamp="$VENV/.installed-$VALIDATOR-$NUMPY"
+if [ ! -f "$stamp" ]; then
+  PY=$(find_python) || { echo "focus-validator needs Python >= 3.12: none found (set FOCUS_PYTHON, or install one with pyenv or uv)" >&2; exit 3; }
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$VALIDATOR"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$NUMPY" 2>&1 | grep -v "dependency conflicts\|requires numpy\|dependency resolver" || true
+  touch "$stamp"
+fi
+
+RULES=$("$VENV/bin/python" -c 'import focus_validator, os; print(os.path.join(os.path.dirname(focus_validator.__file__), "rules"))')
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+# the validator reads the currency codes from this path relative to the working directory
+mkdir -p "$WORK/focus_validator/rules"
+cp "$RULES/currency_codes.csv" "$WORK/focus_validator/rules/"
+(cd "$WORK" && "$VENV/bin/focus-validator" --data-file "$DATA" --validate-version 1.2 --block-download \
+  --rule-set-path "$RULES" > "$WORK/out.txt" 2>&1) || { cat "$WORK/out.txt" >&2; exit 1; }
+"$VENV/bin/python" "$ROOT/scripts/focus_verdict.py" "$WORK/out.txt" "$RULES"

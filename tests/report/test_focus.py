@@ -1,0 +1,258 @@
+"""The FOCUS 1.2 export: hand-computed charges on a ledger with spot and on-demand attempts,
+a preemption, a price change, checkpoint storage, three clouds, two months and an open
+attempt; the FinOps Foundation's validator on the files; the HTML report's totals against the
+FOCUS file."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from launcher.cli.main import run
+from tests.conftest import REPO, run_cli
+
+from .conftest import GB, NOW, Clock, build_hand_ledger
+
+AS_OF = "2026-11-03T06:00:00Z"
+OCT = datetime(2026, 10, 31, 22, 0, tzinfo=UTC)  # the run crossing into November starts here
+
+
+def build_focus_ledger(url: str):
+    """The hand ledger (see conftest) plus:
+    r-oct (project tools, exp-d): gcp spot, 1 node at $2.00/h (on-demand $5.00), 10-31 22:00 to
+      11-01 02:00, completed; price change to $3.00/h at 11-01 00:00; a 5 GB checkpoint at
+      10-31 23:00. Oct: 2 h x $2 = $4.00 (list $10); Nov: 2 h x $3 = $6.00 (list $10).
+      Storage: 5 GB kept to the clock: 1 h in October, 54 h in November, at $0.026/GB-month.
+    r-local (project tools, exp-e): the local backend, $0/h, 11-02 10:00 to 11:00.
+    """
+    from datetime import timedelta
+
+    from launcher.ledger import Ledger, NewAttempt, RunRecord
+
+    led, clock = build_hand_ledger(url)
+    led.close()
+    clock = Clock(OCT)
+    led = Ledger(url, now=clock)
+    led.create_run(
+        RunRecord(run_id="r-oct", name="r-oct", spec_hash="0" * 64, spec_yaml="run: true", project="tools",
+                  experiment="exp-d", owner="carol", cost_center="cc-3", created_at=OCT),
+        tags={"team": "tools"},
+    )  # fmt: skip
+    a = led.add_attempt(
+        "r-oct",
+        NewAttempt(cloud="gcp", region="us-central1", zone="us-central1-a", instance_type="g2-standard-8",
+                   accelerator="L4", accelerator_count=1, num_nodes=1, spot=True, price_usd_per_hour=2.0,
+                   on_demand_price_usd_per_hour=5.0),
+        started_at=OCT,
+    )  # fmt: skip
+    led.add_event("r-oct", "checkpoint", {"size_bytes": 5 * GB}, attempt_id=a.attempt_id, at=OCT + timedelta(hours=1))
+    led.add_event("r-oct", "price", {"price_usd_per_hour": 3.0}, attempt_id=a.attempt_id, at=OCT + timedelta(hours=2))
+    led.end_attempt(a.attempt_id, "completed", ended_at=OCT + timedelta(hours=4))
+    clock.t = OCT + timedelta(hours=4)
+    led.set_run_state("r-oct", "succeeded", reason="completed")
+    local_start = datetime(2026, 11, 2, 10, tzinfo=UTC)
+    clock.t = local_start
+    led.create_run(
+        RunRecord(run_id="r-local", name="r-local", spec_hash="0" * 64, spec_yaml="run: true", project="tools",
+                  experiment="exp-e", owner="carol", created_at=local_start)
+    )  # fmt: skip
+    b = led.add_attempt(
+        "r-local",
+        NewAttempt(cloud="local", region="local", instance_type="local", accelerator_count=0, num_nodes=1,
+                   spot=False, price_usd_per_hour=0.0),
+        started_at=local_start,
+    )  # fmt: skip
+    led.end_attempt(b.attempt_id, "completed", ended_at=local_start + timedelta(hours=1))
+    clock.t = NOW
+    return led
+
+
+@pytest.fixture(scope="module")
+def focus_ledger_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("focus-ledger") / "ledger.db"
+    build_focus_ledger(f"sqlite:///{path}").close()
+    return path
+
+
+@pytest.fixture
+def focus_home(launcher_home, focus_ledger_path) -> Path:
+    shutil.copy(focus_ledger_path, launcher_home / "ledger.db")
+    return launcher_home
+
+
+def focus_frame(path: Path, month: str | None = None) -> pd.DataFrame:
+    from launcher.ledger import Ledger
+    from launcher.report import ReportQuery, parse_window
+    from launcher.report.focus_dataset import build_focus
+
+    with Ledger(f"sqlite:///{path}", now=Clock(NOW)) as led:
+        return build_focus(led, ReportQuery(window=parse_window(month=month)), now=NOW).frame
+
+
+MANDATORY_NOT_NULL = (
+    "BillingAccountId", "BillingAccountName", "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart",
+    "ChargePeriodEnd", "BillingCurrency", "BilledCost", "EffectiveCost", "ListCost", "ContractedCost",
+    "ChargeCategory", "ChargeDescription", "InvoiceIssuerName", "ProviderName", "PublisherName",
+    "ServiceCategory", "ServiceName", "PricingQuantity", "PricingUnit",
+)  # fmt: skip
+
+
+def test_charges_match_hand_figures(focus_ledger_path):
+    f = focus_frame(focus_ledger_path)
+    for c in (*MANDATORY_NOT_NULL, "ChargeClass", "InvoiceId", "ChargeFrequency", "ServiceSubcategory"):
+        assert c in f.columns, c
+    assert f[list(MANDATORY_NOT_NULL)].notna().all().all()
+    compute = f[f["x_ChargeKind"] == "compute"]
+    storage = f[f["x_ChargeKind"] == "checkpoint-storage"]
+
+    # one compute row per attempt and month: the October run is split at midnight
+    oct_rows = compute[compute["x_AttemptId"] == "r-oct-a1"].sort_values("ChargePeriodStart")
+    assert oct_rows["BilledCost"].tolist() == pytest.approx([4.0, 6.0])
+    assert oct_rows["ListCost"].tolist() == pytest.approx([10.0, 10.0])
+    assert [str(t.date()) for t in oct_rows["BillingPeriodStart"]] == ["2026-10-01", "2026-11-01"]
+    assert [str(t.date()) for t in oct_rows["BillingPeriodEnd"]] == ["2026-11-01", "2026-12-01"]
+    assert oct_rows["PricingCategory"].tolist() == ["Dynamic", "Dynamic"]
+    assert oct_rows["ServiceName"].tolist() == ["Compute Engine"] * 2
+    # the hand ledger's charges: 10 + 8 + 2 (open attempt to the clock) + 0 for local
+    by_attempt = compute.groupby("x_AttemptId")["BilledCost"].sum()
+    assert by_attempt["r-vision-1-a1"] == pytest.approx(4.0)  # 2 h x 2 nodes x $1
+    assert by_attempt["r-vision-1-a2"] == pytest.approx(6.0)  # to teardown: 2.5 h x 2 x $1.20
+    assert by_attempt["r-nlp-1-a1"] == pytest.approx(8.0)
+    assert by_attempt["r-vision-2-a1"] == pytest.approx(2.0)  # open: 1 h to the clock
+    assert by_attempt["r-local-a1"] == 0.0
+    local = compute[compute["x_AttemptId"] == "r-local-a1"].iloc[0]
+    assert local["ProviderName"] == "Local" and local["BillingAccountId"].startswith("local-")
+    assert compute["ServiceCategory"].eq("Compute").all()
+
+    # storage: per run and month; r-vision-1 30 GB x ... = 130 GB-hours at $0.023
+    st = storage.set_index(["x_RunId", storage["BillingPeriodStart"].dt.strftime("%Y-%m")])["BilledCost"]
+    assert st[("r-vision-1", "2026-11")] == pytest.approx(10 * 13 / 730 * 0.023)
+    assert st[("r-oct", "2026-10")] == pytest.approx(5 * 1 / 730 * 0.026)
+    assert st[("r-oct", "2026-11")] == pytest.approx(5 * 54 / 730 * 0.026)
+    assert storage["ServiceCategory"].eq("Storage").all()
+    assert storage["PricingUnit"].eq("GB-Months").all()
+
+    # every charge lies inside its billing period; cost = unit price x quantity
+    assert (f["ChargePeriodStart"] >= f["BillingPeriodStart"]).all()
+    assert (f["ChargePeriodEnd"] <= f["BillingPeriodEnd"]).all()
+    assert f["ListCost"].to_numpy() == pytest.approx((f["ListUnitPrice"] * f["PricingQuantity"]).to_numpy())
+    # one billing account per cloud
+    assert f.groupby("ProviderName")["BillingAccountId"].nunique().eq(1).all()
+    assert f["BilledCost"].sum() == pytest.approx(30.0 + 10 * 13 / 730 * 0.023 + 5 * 55 / 730 * 0.026)
+
+
+def test_month_selects_that_billing_period(focus_ledger_path):
+    f = focus_frame(focus_ledger_path, month="2026-10")
+    assert set(f["BillingPeriodStart"].dt.strftime("%Y-%m")) == {"2026-10"}
+    assert f["BilledCost"].sum() == pytest.approx(4.0 + 5 * 1 / 730 * 0.026)
+
+
+def test_cli_focus_files_and_accounts(focus_home):
+    import pyarrow.parquet as pq
+
+    out = focus_home / "nov.parquet"
+    assert run(["report", "focus", "-o", str(out), "--month", "2026-11", "--as-of", AS_OF, "--account", "aws=123456789012:research"]) == 0
+    t = pq.read_table(out).to_pandas()
+    aws = t[t["ProviderName"] == "AWS"]
+    assert set(aws["BillingAccountId"]) == {"123456789012"} and set(aws["BillingAccountName"]) == {"research"}
+    assert t["BilledCost"].sum() == pytest.approx(26.0 + 10 * 13 / 730 * 0.023 + 5 * 54 / 730 * 0.026)
+    # --by attempt writes the same dataset
+    csv = focus_home / "all.csv"
+    assert run(["report", "--by", "attempt", "--month", "2026-11", "--as-of", AS_OF, "-o", str(csv)]) == 0
+    assert pd.read_csv(csv)["BilledCost"].sum() == pytest.approx(t["BilledCost"].sum())
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["report", "-o", "costs.xlsx"], [".csv", ".parquet", ".json", ".html"]),
+        (["report", "focus", "-o", "costs.xlsx"], [".csv", ".parquet"]),
+        (["report", "focus", "-o", "costs.json"], [".csv or .parquet"]),
+        (["report", "focus", "-o", "costs.csv", "--account", "aws"], ["CLOUD=ID"]),
+    ],
+)
+def test_bad_output_is_refused_before_writing(focus_home, capsys, args, words):
+    assert run([*args, "--as-of", AS_OF]) == 2
+    err = capsys.readouterr().err
+    for w in words:
+        assert w in err
+    assert not list(Path.cwd().glob("costs.*"))
+
+
+def test_report_files_follow_the_umask(focus_home):
+    out = focus_home / "team.csv"
+    p = subprocess.run(
+        ["bash", "-c", f'umask 027 && exec "$0" -m launcher.cli.main report focus -o {out} --as-of {AS_OF}', _python()],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert out.stat().st_mode & 0o777 == 0o640
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def test_html_totals_equal_the_focus_file(focus_home):
+    html, csv = focus_home / "r.html", focus_home / "r.csv"
+    assert run(["report", "--month", "2026-11", "--as-of", AS_OF, "-o", str(html)]) == 0
+    assert run(["report", "focus", "--month", "2026-11", "--as-of", AS_OF, "-o", str(csv)]) == 0
+    cards = dict(re.findall(r"<div>([^<]+)<b>\$([0-9,.]+)</b></div>", html.read_text()))
+    focus = pd.read_csv(csv)
+    assert float(cards["Billed"].replace(",", "")) == pytest.approx(round(focus["BilledCost"].sum(), 2), abs=0.005)
+    assert float(cards["On-demand list"].replace(",", "")) == pytest.approx(round(focus["ListCost"].sum(), 2), abs=0.005)
+
+
+@pytest.mark.slow
+def test_official_validator_passes(focus_home):
+    """focus-validator 2.2.1 (FOCUS 1.2 rules bundled in the package, run offline): no
+    mandatory or conditional rule fails, on the CSV and the parquet file."""
+    for name in ("focus.csv", "focus.parquet"):
+        out = focus_home / name
+        assert run(["report", "focus", "-o", str(out), "--as-of", AS_OF]) == 0
+        p = subprocess.run(["bash", str(REPO / "scripts" / "focus_validate.sh"), str(out)],
+                           capture_output=True, text=True, timeout=1200, cwd=REPO)  # fmt: skip
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "0 mandatory/conditional rules failed" in p.stdout
+        assert re.search(r"Pass: [1-9]\d+", p.stdout)
+
+
+def test_csv_cells_that_look_like_formulas_are_escaped():
+    from launcher.report.formats import csv_safe
+
+    frame = pd.DataFrame(
+        {"x_ExperimentId": ["=HYPERLINK(\"http://x\")", "+1", "-2", "@SUM(A1)", "\tx", "\rx", "plain", None],
+         "x_SpotSavings": [-1.5, 2.0, -3.0, 0.0, 1.0, 1.0, 1.0, 1.0]}
+    )  # fmt: skip
+    safe = csv_safe(frame)
+    assert safe["x_ExperimentId"].tolist()[:7] == [
+        "'=HYPERLINK(\"http://x\")", "'+1", "'-2", "'@SUM(A1)", "'\tx", "'\rx", "plain",
+    ]  # fmt: skip
+    assert pd.isna(safe["x_ExperimentId"].iloc[7])
+    back = pd.read_csv(io.StringIO(safe.drop(index=[5]).to_csv(index=False)))
+    assert back["x_SpotSavings"].tolist() == [-1.5, 2.0, -3.0, 0.0, 1.0, 1.0, 1.0]  # numbers stay numbers
+
+
+def test_control_characters_never_reach_the_table(launcher_home):
+    from launcher.ledger import Ledger, NewAttempt, RunRecord
+
+    with Ledger(f"sqlite:///{launcher_home / 'ledger.db'}", now=Clock(NOW)) as led:
+        led.create_run(RunRecord(run_id="r-x", name="x", spec_hash="0" * 64, spec_yaml="run: x", project="p",
+                                 experiment="\x1b[2J\x1b[31mevil\x07", created_at=NOW))  # fmt: skip
+        a = led.add_attempt("r-x", NewAttempt(cloud="aws", region="us-east-1", instance_type="t", price_usd_per_hour=1.0), started_at=NOW)
+        led.end_attempt(a.attempt_id, "completed", ended_at=NOW.replace(hour=7))
+    p = run_cli("report", "--as-of", "2026-11-03T08:00:00Z", env={"LAUNCHER_HOME": str(launcher_home)})
+    assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+    assert "\\x1b[31mevil\\x07" in p.stdout
+    os.environ.pop("LAUNCHER_DB_URL", None)
