@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "launcher.cli.infra_cmd",
     "launcher.cli.reap_cmd",
     "launcher.cli.report_cmd",
+    "launcher.cli.server_cmd",
+    "launcher.cli.metrics_cmd",
 )
 
 for _name in COMMAND_MODULES:
