@@ -26,13 +26,14 @@ def server(
     lease_seconds: float = typer.Option(30.0, "--lease-seconds", help="A dead replica's runs are adopted after this long."),
     heartbeat_seconds: float | None = typer.Option(None, "--heartbeat-seconds", help="Lease renewal interval (default: a third of the lease)."),
     max_runs: int = typer.Option(50, "--max-runs", help="Most runs this replica drives at once."),
+    claim_batch: int = typer.Option(4, "--claim-batch", help="Most new runs claimed per heartbeat (spreads work across replicas)."),
 ) -> None:
     """Run a server replica: drive submitted runs (leases in the shared ledger) and serve the API."""
     if ctx.invoked_subcommand is not None:
         return
     from launcher.server.serve import serve
 
-    serve(host=host, port=port, ttl_s=lease_seconds, heartbeat_s=heartbeat_seconds, max_runs=max_runs)
+    serve(host=host, port=port, ttl_s=lease_seconds, heartbeat_s=heartbeat_seconds, max_runs=max_runs, claim_batch=claim_batch)
 
 
 def _users():

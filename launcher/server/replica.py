@@ -54,6 +54,7 @@ class Replica:
         ttl_s: float = DEFAULT_LEASE_TTL_S,
         heartbeat_s: float | None = None,
         max_runs: int = 50,
+        claim_batch: int = 4,
         log: Callable[[str], None] | None = None,
         drive: Callable[[LeaseLedger, Claim], object] | None = None,
     ) -> None:
@@ -64,6 +65,7 @@ class Replica:
         if self.heartbeat_s >= ttl_s:
             raise ValueError("the lease heartbeat must be shorter than the lease time")
         self.max_runs = max_runs
+        self.claim_batch = claim_batch  # per tick: replicas ticking together share new work
         self._log = log or _stderr
         self._drive = drive or _run_controller
         self._running: dict[str, tuple[Claim, threading.Thread]] = {}
@@ -111,7 +113,7 @@ class Replica:
                 self.stats.lost += 1
                 self._log(f"run {run_id}: lease lost to another replica; its controller here can no longer write")
             self._running = {r: v for r, v in self._running.items() if v[1].is_alive()}
-            free = self.max_runs - len(self._running)
+            free = min(self.max_runs - len(self._running), self.claim_batch)
         claims = self.led.claim_leases(self.owner_id, ttl_s=self.ttl_s, limit=free) if free > 0 else []
         for claim in claims:
             self.stats.claimed += 1

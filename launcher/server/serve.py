@@ -9,7 +9,7 @@ import sys
 from launcher.errors import BadInputError
 
 
-def serve(*, host: str, port: int, ttl_s: float, heartbeat_s: float | None, max_runs: int) -> None:
+def serve(*, host: str, port: int, ttl_s: float, heartbeat_s: float | None, max_runs: int, claim_batch: int = 4) -> None:
     """Run until SIGTERM/SIGINT, then hand this replica's leases back (another replica takes the
     runs at once) and exit."""
     import uvicorn
@@ -27,7 +27,7 @@ def serve(*, host: str, port: int, ttl_s: float, heartbeat_s: float | None, max_
         raise BadInputError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     ledger = LeaseLedger()
     try:
-        replica = Replica(ledger, ttl_s=ttl_s, heartbeat_s=heartbeat_s, max_runs=max_runs)
+        replica = Replica(ledger, ttl_s=ttl_s, heartbeat_s=heartbeat_s, max_runs=max_runs, claim_batch=claim_batch)
     except ValueError as e:
         raise BadInputError(str(e)) from None
     app = create_app(ledger, metrics=ledger_metrics(ledger, replica=replica))
