@@ -41,9 +41,10 @@ class ServerClient:
     # ---- plumbing ------------------------------------------------------------------------------
     def _request(self, method: str, path: str, **kw: Any) -> Any:
         last: Exception | None = None
+        timeout = kw.pop("timeout", self._timeout)
         for url in self.urls:
             try:
-                r = httpx.request(method, url + path, headers=self._headers, timeout=self._timeout, **kw)
+                r = httpx.request(method, url + path, headers=self._headers, timeout=timeout, **kw)
             except httpx.TransportError as e:
                 last = e
                 continue

@@ -70,7 +70,9 @@ def test_three_replicas_one_killed_every_run_finishes_once(tmp_path, launcher_ho
     stop_sampling = threading.Event()
     try:
         env_client = {**env, "LAUNCHER_SERVER": servers[0].url, "LAUNCHER_TOKEN": token}
+        t0 = time.monotonic()
         run_ids = _submit_all(env_client)
+        print(f"submitted {N_RUNS} runs in {time.monotonic() - t0:.1f}s")
         led = LeaseLedger(pg_url)
         max_open: dict[str, int] = {}
 
@@ -98,6 +100,7 @@ def test_three_replicas_one_killed_every_run_finishes_once(tmp_path, launcher_ho
         )  # fmt: skip
         time.sleep(1.5)  # the stream is open on the victim
         killed_at = datetime.now(UTC)
+        print(f"killed a replica at {time.monotonic() - t0:.1f}s")
         victim.proc.send_signal(signal.SIGKILL)
         victim.proc.wait(timeout=10)
 
@@ -107,6 +110,7 @@ def test_three_replicas_one_killed_every_run_finishes_once(tmp_path, launcher_ho
                 break
             time.sleep(0.5)
         stop_sampling.set()
+        print(f"all runs ended at {time.monotonic() - t0:.1f}s")
         sampler.join(timeout=5)
         states = {r: led.get_run(r).state for r in run_ids}
         assert set(states.values()) == {"succeeded"}, (states, [s.log.read_text()[-3000:] for s in servers])
