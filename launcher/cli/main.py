@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "launcher.cli.report_cmd",
     "launcher.cli.server_cmd",
     "launcher.cli.metrics_cmd",
+    "launcher.cli.infra_server_cmd",
 )
 
 for _name in COMMAND_MODULES:
