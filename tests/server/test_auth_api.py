@@ -167,3 +167,30 @@ def test_tokens_never_in_logs_ledger_events_or_errors(team) -> None:
     db = (team["home"] / "ledger.db").read_bytes()
     for s in secrets:
         assert s.encode() not in db
+
+
+def test_member_cancels_a_running_run_through_the_server(team, tmp_path) -> None:
+    """`launcher down RUN` against the server: STOPPING in the ledger, the owning replica's
+    controller stops the job and tears down; the replica itself keeps running."""
+    import time
+
+    spec = tmp_path / "long.yaml"
+    spec.write_text("name: long\nrun: echo started; sleep 120\nlauncher: {project: A, expected_hours: 0.05, max_restarts: 0}\n")
+    env = {**team["env"], "LAUNCHER_SERVER": team["server"].url, "LAUNCHER_TOKEN": team["tokens"]["alice"]}
+    r = run_cli_env("launch", str(spec), "--submit", "--yes", "--cheapest", "--cloud", "local", env=env)
+    assert r.returncode == 0, r.stderr
+    run_id = r.stdout.strip()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        r = run_cli_env("status", "--json", env=env)
+        rows = {x["run_id"]: x for x in json.loads(r.stdout)["runs"]}
+        if run_id in rows and rows[run_id]["state"] == "running":
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError(f"run {run_id} never ran: {rows.get(run_id)}")
+    r = run_cli_env("down", run_id, "--wait", "60", env=env)
+    assert r.returncode == 0 and f"{run_id}: cancelled" in r.stderr, r.stderr
+    detail = api(team, "GET", f"/api/v1/runs/{run_id}", team["tokens"]["alice"]).json()
+    assert detail["state"] == "cancelled" and [a["end_reason"] for a in detail["attempt_rows"]] == ["cancelled"]
+    assert team["server"].proc.poll() is None  # the replica was not signalled
