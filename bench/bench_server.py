@@ -13,8 +13,8 @@ many runs one replica drives before its tick falls behind.
    (the peer): statements per second per run and database time per run-second.
 3. Runs per replica on this machine: N simulated runs, each a thread making a controller's steady
    ledger traffic through the fenced ledger (a heartbeat write and a state read per second), while
-   the replica ticks every second. "Falls behind" when a tick or a run's beat is late by more
-   than its interval. The table shows how tick time and beat lag grow with N.
+   the replica ticks every second. "Falls behind" when the 95th percentile tick takes longer than
+   its interval or the 95th percentile beat is late by more than one interval. The table shows how tick time and beat lag grow with N.
 """
 
 from __future__ import annotations
@@ -120,7 +120,9 @@ def heartbeat_load(base: str | None, held: int, samples: int) -> tuple[float, fl
 
 
 def capacity(base: str | None, n: int, seconds: float) -> dict[str, float]:
-    with ledger_url(base) as url, LeaseLedger(url) as led:
+    from launcher.server.serve import SERVER_POOL_SIZE
+
+    with ledger_url(base) as url, LeaseLedger(url, pool_size=SERVER_POOL_SIZE) as led:
         submit(led, n)
         stop = threading.Event()
         lags: list[float] = []
@@ -158,6 +160,7 @@ def capacity(base: str | None, n: int, seconds: float) -> dict[str, float]:
     return {
         "tick_p50": statistics.median(ticks) if ticks else float("nan"),
         "tick_max": max(ticks) if ticks else float("nan"),
+        "tick_p95": sorted(ticks)[int(0.95 * (len(ticks) - 1))] if ticks else float("nan"),
         "lag_p95": lag[int(0.95 * (len(lag) - 1))] if lag else float("nan"),
         "lag_max": lag[-1] if lag else float("nan"),
     }
@@ -175,10 +178,21 @@ def main() -> None:
     ap.add_argument("--db", default=os.environ.get("LAUNCHER_TEST_PG_URL"), help="PostgreSQL base URL (default: LAUNCHER_TEST_PG_URL; SQLite when unset)")
     ap.add_argument("--runs", default="25,50,100,200", help="run counts for the capacity table")
     ap.add_argument("--seconds", type=float, default=8.0, help="steady-state seconds per capacity row")
+    ap.add_argument("--parts", default="1,2,3", help="which parts to run")
     args = ap.parse_args()
     kind = "PostgreSQL" if args.db and args.db.startswith("postgresql") else "SQLite"
     print(f"ledger: {kind}; machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
 
+    parts = set(args.parts.split(","))
+    if "1" in parts:
+        adoption_table(args)
+    if "2" in parts:
+        load_table(args)
+    if "3" in parts:
+        capacity_table(args)
+
+
+def adoption_table(args) -> None:
     print("1. adoption latency after a replica dies (10 runs held; 3 tries)")
     print(f"{'lease s':>8} {'heartbeat s':>12} {'adoption s (min/med/max)':>26} {'adoption / lease':>17}")
     for ttl in (2.0, 5.0):
@@ -186,6 +200,8 @@ def main() -> None:
         med = statistics.median(lat)
         print(f"{ttl:>8.1f} {ttl / 3:>12.2f} {min(lat):>8.2f} / {med:.2f} / {max(lat):.2f}{'':>3} {med / ttl:>17.2f}")
 
+
+def load_table(args) -> None:
     print("\n2. heartbeat load per run (a replica renews every lease_time/3 = 10 s; controllers beat every 1 s)")
     print(f"{'leases':>7} {'renew ms':>9} {'beat ms':>8} {'lease stmts/s/run':>18} {'beat stmts/s/run':>17} {'lease DB ms/s/run':>18} {'beat DB ms/s/run':>17}")
     for held in (1, 10, 100, 1000):
@@ -193,11 +209,13 @@ def main() -> None:
         per_run_stmt = 1 / (10.0 * held)
         print(f"{held:>7} {renew * 1e3:>9.2f} {beat * 1e3:>8.2f} {per_run_stmt:>18.4f} {1.0:>17.1f} {renew * 1e3 / 10.0 / held:>18.4f} {beat * 1e3:>17.2f}")
 
+
+def capacity_table(args) -> None:
     print(f"\n3. runs one replica drives (1 s tick; each run: 1 heartbeat write + 1 state read per second), {args.seconds:g} s each")
     print(f"{'runs':>6} {'tick p50 ms':>12} {'tick max ms':>12} {'beat lag p95 ms':>16} {'beat lag max ms':>16} {'behind?':>8}")
     for n in (int(x) for x in args.runs.split(",")):
         r = capacity(args.db, n, args.seconds)
-        behind = r["tick_max"] > 1.0 or r["lag_max"] > 1.0
+        behind = r["tick_p95"] > 1.0 or r["lag_p95"] > 1.0  # one late beat under a shared CPU is noise
         print(f"{n:>6} {r['tick_p50'] * 1e3:>12.1f} {r['tick_max'] * 1e3:>12.1f} {r['lag_p95'] * 1e3:>16.1f} {r['lag_max'] * 1e3:>16.1f} {'yes' if behind else 'no':>8}")
 
 

@@ -67,7 +67,22 @@ def _lease_from_row(row: Any) -> LeaseRecord:
 
 
 class LeaseLedger(Ledger):
-    """The Ledger plus the lease operations the server needs."""
+    """The Ledger plus the lease operations the server needs.
+
+    `pool_size`: PostgreSQL connections kept for this process (a server's controller threads and
+    request threads share them; the CLI's default pool of 2 + 4 would make them queue)."""
+
+    def __init__(self, url: str | None = None, *, pool_size: int | None = None, **kw: Any) -> None:
+        super().__init__(url, **kw)
+        if pool_size and self._engine.dialect.name == "postgresql":
+            from sqlalchemy import create_engine
+
+            from launcher.ledger.engine import WRITE
+
+            old = self._engine
+            self._engine = create_engine(old.url, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
+            self._write_engine = self._engine.execution_options(**WRITE)
+            old.dispose()
 
     def submit_lease(self, run_id: str, *, submitted_by: str | None = None) -> LeaseRecord:
         """Put a recorded run in the queue for the server's replicas (no owner yet)."""

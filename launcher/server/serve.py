@@ -8,6 +8,8 @@ import sys
 
 from launcher.errors import BadInputError
 
+SERVER_POOL_SIZE = 8  # PostgreSQL connections per replica (plus as many on bursts)
+
 
 def serve(*, host: str, port: int, ttl_s: float, heartbeat_s: float | None, max_runs: int, claim_batch: int = 4) -> None:
     """Run until SIGTERM/SIGINT, then hand this replica's leases back (another replica takes the
@@ -25,7 +27,7 @@ def serve(*, host: str, port: int, ttl_s: float, heartbeat_s: float | None, max_
         sock.bind((host, port))
     except OSError as e:
         raise BadInputError(f"cannot listen on {host}:{port}: {e.strerror}") from None
-    ledger = LeaseLedger()
+    ledger = LeaseLedger(pool_size=SERVER_POOL_SIZE)
     try:
         replica = Replica(ledger, ttl_s=ttl_s, heartbeat_s=heartbeat_s, max_runs=max_runs, claim_batch=claim_batch)
     except ValueError as e:
