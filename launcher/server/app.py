@@ -29,8 +29,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from launcher.errors import BadInputError, ConflictError, LauncherError
-from launcher.server.auth import Principal, Users
+from launcher.errors import BadInputError, ConflictError, LauncherError, NotFoundError
+from launcher.server.auth import Principal, Users, redact_tokens
 from launcher.server.errors import http_status
 from launcher.server.logs import log_chunks, parse_offsets
 
@@ -49,9 +49,9 @@ def json_response(data: Any, status: int = 200) -> Response:
 
 
 def _error(e: LauncherError) -> Response:
-    body = {"error": e.message}
+    body = {"error": redact_tokens(e.message)}
     if e.hint:
-        body["hint"] = e.hint
+        body["hint"] = redact_tokens(e.hint)
     headers = {"WWW-Authenticate": "Bearer"} if http_status(e) == 401 else None
     r = json_response(body, http_status(e))
     if headers:
@@ -92,7 +92,10 @@ def create_app(ledger, *, metrics: Callable[[], bytes] | None = None) -> Starlet
             raise BadInputError("the request body is not JSON") from None
 
     def _run(run_ref: str, principal: Principal, role: str):
-        run = ledger.find_run(run_ref)
+        try:
+            run = ledger.find_run(run_ref)
+        except NotFoundError as e:  # its did-you-mean hint would name other projects' runs
+            raise NotFoundError(e.message) from None
         principal.require(role, run.project)
         return run
 

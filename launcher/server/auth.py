@@ -60,6 +60,14 @@ class Principal:
         return set(self.roles)
 
 
+_ANY_TOKEN_RE = re.compile(r"lsk_[0-9A-Za-z]+_[A-Za-z0-9_-]+")
+
+
+def redact_tokens(text: str) -> str:
+    """Replace anything shaped like one of our tokens (e.g. pasted where a run id goes)."""
+    return _ANY_TOKEN_RE.sub("lsk_<redacted>", text)
+
+
 def _check_name(name: str) -> str:
     if not _NAME_RE.match(name or ""):
         raise BadInputError(f"user name {name!r} is not valid (letters, digits, . _ @ -)")
