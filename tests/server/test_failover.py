@@ -10,9 +10,9 @@ and `launcher logs --follow`, streaming from the replica that dies, carries on o
 without losing or repeating a line.
 
 Size: 6 runs (2 per replica) rather than the issue's 20: every attempt imports torch twice
-(setup and run), so 20 runs cost 3.3x the CPU of these 6 (120 torch imports instead of 36). Measured here: 3.7
-to 5 min at load average 17-35 (eight engineers sharing 2 cores), of which 65-90 s is the six
-`launch --submit` processes starting up; on an idle 2-core machine the same work is a fraction.
+(setup and run), so 20 runs cost 3.3x the CPU of these 6 (120 torch imports instead of 36).
+Measured here: 3.7 to 5 min at load average 17-35 (eight engineers sharing 2 cores), of which
+65-90 s is the six `launch --submit` processes starting up; not measured on an idle machine.
 """
 
 from __future__ import annotations
