@@ -37,6 +37,8 @@ def launch(
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: the ranked plan and the resource plan as one JSON document on stdout."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run the controller in the background; print the run id."),
+    submit: bool = typer.Option(False, "--submit", help="Hand the run to the team server (`server:` in the config, LAUNCHER_SERVER or --server); print its run id."),
+    server: str | None = typer.Option(None, "--server", metavar="URL", help="The team server for --submit (commas: several replicas)."),
     cloud: list[str] = typer.Option([], "--cloud", metavar="CLOUD", help="Only these clouds (repeatable), e.g. --cloud local."),
     spot: bool | None = typer.Option(None, "--spot/--on-demand", help="Only spot / only on-demand offers."),
     catalog_dir: Path | None = typer.Option(None, "--catalog-dir", help="Catalogs in DIR/<cloud>/vms.csv."),
@@ -158,6 +160,16 @@ def launch(
         trace_start_tick=trace_start_tick, grace_s=grace_seconds, ssh_cidr=ssh_cidr,
         simulate_price=price_text,
     )  # fmt: skip
+    from launcher.server.settings import server_settings
+
+    remote = server_settings(server)
+    if submit or remote is not None:
+        from launcher.server.submission import submit_to_server
+
+        run_id = submit_to_server(remote, loaded, plan, options, prov)
+        info(f"run {run_id} submitted to {remote.urls[0]}; follow it with: launcher logs {run_id} --follow")
+        sys.stdout.write(run_id + "\n")
+        return
     with Ledger() as ledger:
         run_id = prepare_run(loaded, plan, options, ledger, prov)
         if detach:

@@ -35,6 +35,9 @@ COMMAND_MODULES = (
     "launcher.cli.doctor_cmd",
     "launcher.cli.reproduce_cmd",
     "launcher.cli.runs_diff_cmd",
+    "launcher.cli.server_cmd",
+    "launcher.cli.metrics_cmd",
+    "launcher.cli.infra_server_cmd",
 )
 
 for _name in COMMAND_MODULES:

@@ -14,6 +14,8 @@ from pathlib import Path
 import typer
 
 from launcher.cli.app import app
+from launcher.cli.remote import remote_client, server_option
+from launcher.controller.summary import run_summary  # noqa: F401  (shared with the server)
 
 
 def _state_text(state: str, end_reason: str | None) -> str:
@@ -56,48 +58,21 @@ def _age(dt: datetime | None) -> str:
     return f"{s:.0f}s"
 
 
-def run_summary(ledger, run, *, now: datetime | None = None) -> dict:
-    """One run as a JSON-ready dict (status, list and show share it)."""
-    from launcher.controller.liveness import controller_liveness
-
-    now = now or datetime.now(UTC)
-    attempts = ledger.attempts(run.run_id)
-    live = controller_liveness(ledger, run, now=now)
-    last = attempts[-1] if attempts else None
-    return {
-        "run_id": run.run_id,
-        "name": run.name,
-        "state": run.state,
-        "end_reason": run.end_reason,
-        "project": run.project,
-        "experiment": run.experiment,
-        "owner": run.owner,
-        "created_at": run.created_at,
-        "ended_at": run.ended_at,
-        "attempts": len(attempts),
-        "current": None
-        if last is None
-        else {
-            "seq": last.seq, "cloud": last.cloud, "region": last.region, "instance_type": last.instance_type,
-            "spot": last.spot, "state": last.state, "end_reason": last.end_reason, "exit_code": last.exit_code,
-        },  # fmt: skip
-        "cost_usd": round(sum(ledger.attempt_costs_usd(run.run_id, now=now).values()), 6),
-        "controller": None if run.is_terminal else ("alive" if live.alive else "orphaned"),
-        "controller_detail": None if run.is_terminal else live.why,
-    }
-
-
 @app.command("status")
 def status(
     json_out: bool = typer.Option(False, "--json", help="JSON output."),
     all_runs: bool = typer.Option(False, "--all", help="Also runs that ended (latest 20)."),
+    server: str | None = server_option(),
 ) -> None:
     """Live runs, their controller (alive / orphaned) and cost so far."""
     from launcher.cli.render import info, print_json, print_table
     from launcher.controller.states import LIVE_STATES
 
-    led = _ledger_or_none()
-    if led is None:
+    remote = remote_client(server)
+    led = None if remote is not None else _ledger_or_none()
+    if remote is not None:
+        rows = remote.runs(live=not all_runs, limit=20 if all_runs else None)
+    elif led is None:
         rows = []
     else:
         with led:
@@ -138,12 +113,14 @@ def runs_list(
     project: str | None = typer.Option(None, "--project"),
     state: str | None = typer.Option(None, "--state"),
     limit: int = typer.Option(50, "--limit"),
+    server: str | None = server_option(),
 ) -> None:
     """Runs, newest first."""
     from launcher.cli.render import info, print_json, print_table
 
-    led = _ledger_or_none()
-    rows = []
+    remote = remote_client(server)
+    led = None if remote is not None else _ledger_or_none()
+    rows = remote.runs(project=project, state=state, limit=limit) if remote is not None else []
     if led is not None:
         with led:
             rows = [run_summary(led, r) for r in led.list_runs(project=project, state=state, limit=limit)]
@@ -169,33 +146,16 @@ def runs_list(
 @runs_app.command("show")
 def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / name)."), json_out: bool = typer.Option(False, "--json")) -> None:
     """One run: provenance, tags, attempts (offer, price, start/end, reason), events."""
-    from dataclasses import asdict
-
     from launcher.cli.render import print_json, print_table
+    from launcher.controller.summary import run_detail
 
     with _need_ledger() as led:
         rec = led.find_run(run)
-        summary = run_summary(led, rec)
+        detail = run_detail(led, rec)
+        summary = detail
         attempts = led.attempts(rec.run_id)
         events = led.events(rec.run_id)
         now = datetime.now(UTC)
-        costs = led.attempt_costs_usd(rec.run_id, now=now)  # as budgets and reports count them
-        detail = {
-            **summary,
-            "spec_hash": rec.spec_hash,
-            "code_revision": rec.code_revision,
-            "code_dirty_hash": rec.code_dirty_hash,
-            "lockfile_hash": rec.lockfile_hash,
-            "image": rec.image,
-            "seeds": rec.seeds,
-            "data_hash": rec.data_hash,
-            "host": rec.host,
-            "budget_usd": rec.budget_usd,
-            "deadline_at": rec.deadline_at,
-            "tags": rec.tags,
-            "attempt_rows": [{**asdict(a), "cost_usd": round(costs.get(a.attempt_id, 0.0), 6)} for a in attempts],
-            "events": [{"id": e.id, "at": e.at, "kind": e.kind, "attempt_id": e.attempt_id, "data": e.data} for e in events],
-        }
     if json_out:
         print_json(detail)
         return
@@ -234,8 +194,19 @@ def logs(
     run: str = typer.Argument(..., help="Run id (or unique prefix / name)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
     rank: int | None = typer.Option(None, "--rank", help="Only this rank's log."),
+    server: str | None = server_option(),
 ) -> None:
     """A run's job output (all ranks, prefixed `(rank N)` when there are several)."""
+    remote = remote_client(server)
+    if remote is not None:
+        from launcher.cli.render import info
+
+        def emit(line: str) -> None:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+        remote.logs(run, emit, follow=follow, rank=rank, on_reconnect=lambda m: info(f"[launcher] {m}"))
+        return
     from launcher.controller.logs import LogFollower, log_files, read_logs
     from launcher.controller.runner import run_dir
     from launcher.controller.states import is_terminal
@@ -290,9 +261,16 @@ def logs(
 def down(
     target: str = typer.Argument(..., metavar="RUN|CLUSTER", help="Run id (or unique prefix / name) or cluster name."),
     wait_seconds: float = typer.Option(30.0, "--wait", help="How long a live controller gets to stop the job."),
+    server: str | None = server_option(),
 ) -> None:
     """Stop a run (job stopped with SIGTERM, grace, SIGKILL; clusters torn down) or a cluster."""
     from launcher.cli.render import info
+
+    remote = remote_client(server)
+    if remote is not None:
+        r = remote.down(target, wait_s=wait_seconds)
+        info(f"{r['run_id']}: {r['state']} ({r['how']})")
+        return
     from launcher.controller.cleanup import down_target
     from launcher.providers import registry
 

@@ -96,7 +96,9 @@ def down_run(
                 return DownResult(run_id, run.state, "already ended")
     if live.alive:
         info = latest_controller(ledger, run_id)
-        if info is not None and info.pid != os.getpid():
+        # A server replica's controller watches the ledger for STOPPING; signalling its process
+        # would stop every run that replica drives.
+        if info is not None and info.pid != os.getpid() and not info.mode.startswith("server"):
             try:
                 os.kill(info.pid, signal.SIGTERM)
             except (ProcessLookupError, PermissionError):

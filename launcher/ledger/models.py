@@ -179,3 +179,51 @@ reap_audit = Table(
     Index(None, "at"),
     Index(None, "instance_id", "at"),
 )
+
+# Runs handed to `launcher server`: who drives each one (a lease), until when. A row per
+# submitted run; owner_id NULL = waiting for a replica. `generation` grows on every claim, so a
+# replica that lost its lease cannot write as the owner any more (see ledger/leases.py).
+leases = Table(
+    "leases",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("owner_id", String(128)),
+    Column("generation", Integer, nullable=False),
+    Column("expires_at", UtcDateTime),
+    Column("acquired_at", UtcDateTime),
+    Column("renewed_at", UtcDateTime),
+    Column("submitted_at", UtcDateTime, nullable=False),
+    Column("submitted_by", String(255)),
+    Column("done", Boolean, nullable=False),
+    Index(None, "done", "expires_at"),
+    Index(None, "owner_id"),
+)
+
+# Server access control: users, their roles per project ('*' = every project), API tokens
+# (only a SHA-256 of the secret is stored; the token is shown once when created).
+server_users = Table(
+    "server_users",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+server_roles = Table(
+    "server_roles",
+    metadata,
+    Column("user_name", String(255), ForeignKey("server_users.name", ondelete="CASCADE"), primary_key=True),
+    Column("project", String(255), primary_key=True),
+    Column("role", String(16), nullable=False),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("token_id", String(32), primary_key=True),
+    Column("user_name", String(255), ForeignKey("server_users.name", ondelete="CASCADE"), nullable=False),
+    Column("secret_sha256", String(64), nullable=False),
+    Column("label", String(255)),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime),
+    Index(None, "user_name"),
+)
