@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "launcher.cli.infra_cmd",
     "launcher.cli.reap_cmd",
     "launcher.cli.report_cmd",
+    "launcher.cli.clusters_cmd",
 )
 
 for _name in COMMAND_MODULES:
