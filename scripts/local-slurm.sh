@@ -232,7 +232,7 @@ EOF
 declare_cluster() {
   if "$LAUNCHER_PYTHON" -c 'import launcher' 2>/dev/null; then
     "$LAUNCHER_PYTHON" -m launcher.cli.main clusters add "$NAME" --infra "slurm/$NAME" \
-      --cpus "$(nproc)" --replace >&2
+      --cpus "$(nproc)" --job-prefix 'export PATH="$HOME/bin:$PATH"' --replace >&2
   else
     log "$LAUNCHER_PYTHON cannot import the launcher; declare it yourself: launcher clusters add $NAME --infra slurm/$NAME"
   fi

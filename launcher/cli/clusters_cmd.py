@@ -23,6 +23,7 @@ def add(
     price_node: float = typer.Option(0.0, "--price-usd-per-node-hour", help="Internal price of one node-hour besides GPUs."),
     preemptible: bool = typer.Option(False, "--preemptible", help="Jobs there can be preempted."),
     checkpoint_dir: str | None = typer.Option(None, "--checkpoint-dir", help="Checkpoints on the cluster's shared filesystem."),
+    job_prefix: str | None = typer.Option(None, "--job-prefix", help="Shell lines run before setup and run there (module load, PATH)."),
     replace: bool = typer.Option(False, "--replace", help="Replace an entry of that name."),
 ) -> None:
     """Declare a cluster in $LAUNCHER_HOME/clusters.yaml."""
@@ -37,6 +38,8 @@ def add(
         "cpus_per_node": cpus, "memory_gib_per_node": memory_gib, "price_usd_per_gpu_hour": price_gpu,
         "price_usd_per_node_hour": price_node, "preemptible": preemptible,
     }  # fmt: skip
+    if job_prefix is not None:
+        raw["job_prefix"] = job_prefix
     if checkpoint_dir is not None:
         raw["checkpoint_dir"] = checkpoint_dir
     try:

@@ -41,6 +41,8 @@ class ClusterEntry(BaseModel):
     preemptible: bool = False  # jobs there can be preempted (a scavenger partition, spot nodes)
     # Where jobs keep checkpoints on the cluster's shared filesystem (~ = the job user's home).
     checkpoint_dir: str = "~/.launcher-checkpoints"
+    # Shell lines run before the job's setup and run there (`module load ...`, a PATH entry).
+    job_prefix: str | None = None
 
     @field_validator("name")
     @classmethod

@@ -68,11 +68,15 @@ def make_plan(
     remains; a dry run ranks its offers anyway and the plan marks them (Plan.credentials).
     `statuses` (per cloud, from providers.detect) are looked up when `enabled` is not given.
     """
+    from launcher.planning.declared import declared_statuses, load_declared, with_declared
+
+    clusters, reach = load_declared()
     if enabled is None:
         if statuses is None:
             from launcher.providers.detect import enabled_clouds
 
             statuses = enabled_clouds()
+        statuses = {**statuses, **declared_statuses(clusters, reach)}
         enabled = {c: s.enabled for c, s in statuses.items()}
     enabled = {**enabled, "local": True}
     found = dict(enabled)  # before a dry run pretends forced clouds are enabled
@@ -113,7 +117,7 @@ def make_plan(
         loaded,
         enabled=enabled,
         local_offer=local_offer,
-        rank_cloud=rank_cloud,
+        rank_cloud=with_declared(rank_cloud, clusters, reach) if clusters.clusters else rank_cloud,
         overrides=overrides,
         project_budget=project_budget,
         spend=spend,

@@ -56,7 +56,8 @@ _SPEC_KEY = {"project": "project", "experiment": "experiment", "owner": "owner",
 
 def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datetime) -> dict[str, str] | None:
     """The first cluster's tags when the plan holds a cloud offer (see module docstring), else None."""
-    clouds = {c.scored.offer.cloud for c in plan.candidates} - {"local"}
+    # Clusters the user declared bill nothing of ours: no mandatory tags there.
+    clouds = {c.scored.offer.cloud for c in plan.candidates if not c.scored.offer.instance_type.startswith("cluster:")} - {"local"}
     if not clouds:
         return None
     missing = missing_spec_tags(loaded)
@@ -108,6 +109,8 @@ def chosen_resource_plan(
     offer = plan.chosen.scored.offer
     if offer.cloud == "local":
         return CloudResourcePlan("local", note="the local backend runs on this machine: no cloud resources, no Pulumi stack")
+    if offer.instance_type.startswith("cluster:"):
+        return CloudResourcePlan(offer.cloud, note=f"{offer.cloud}/{offer.region} is a cluster you declared: SkyPilot launches the job there, no cloud resources, no Pulumi stack")
     if offer.cloud not in STACK_CLOUDS:
         return CloudResourcePlan(offer.cloud, note=f"no Pulumi program for {offer.cloud} (have: {', '.join(STACK_CLOUDS)})")
     assert tags is not None, "cloud_tags() gives the tags of a plan with a cloud offer"

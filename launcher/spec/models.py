@@ -15,7 +15,8 @@ from launcher.errors import did_you_mean
 from launcher.spec.durations import parse_duration_seconds
 
 # Clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`); `local` is the embedded backend.
-SPEC_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "kubernetes", "local")
+# `slurm`, `kubernetes`, `ssh`: clusters the user declared (`infra: slurm/<cluster name>`).
+SPEC_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "kubernetes", "slurm", "ssh", "local")
 _CLOUD_ALIASES = {"k8s": "kubernetes", "lambdalabs": "lambda", "google": "gcp", "amazon": "aws"}
 
 _Model = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
