@@ -230,9 +230,13 @@ EOF
 }
 
 declare_cluster() {
+  local home
+  home=$(getent passwd "$SUSER" | cut -d: -f6)
+  # SkyPilot puts its own venv first on PATH (and HOME is per SkyPilot cluster): jobs find
+  # `python` (the launcher's environment) through the user's real ~/bin.
   if "$LAUNCHER_PYTHON" -c 'import launcher' 2>/dev/null; then
     "$LAUNCHER_PYTHON" -m launcher.cli.main clusters add "$NAME" --infra "slurm/$NAME" \
-      --cpus "$(nproc)" --job-prefix 'export PATH="$HOME/bin:$PATH"' --replace >&2
+      --cpus "$(nproc)" --job-prefix "export PATH=$home/bin:\$PATH" --replace >&2
   else
     log "$LAUNCHER_PYTHON cannot import the launcher; declare it yourself: launcher clusters add $NAME --infra slurm/$NAME"
   fi

@@ -45,10 +45,15 @@ def sky_cluster_name(handle: ClusterHandle) -> str:
     return ("gl-" + s)[:40].rstrip("-")
 
 
+# SkyPilot gives each of its clusters a HOME of its own on Slurm (~/.sky_clusters/<name>), and
+# every attempt is a new cluster: `~` means the job user's real home (from the passwd entry).
+_USER_HOME = '"$(getent passwd "$(id -un)" | cut -d: -f6)"'
+
+
 def _dir_expr(path: str) -> str:
     """A shell expression for a path on the cluster; a leading ~ is the job user's home."""
     if path == "~" or path.startswith("~/"):
-        return '"$HOME"' + shlex.quote(path[1:]) if len(path) > 1 else '"$HOME"'
+        return _USER_HOME + (shlex.quote(path[1:]) if len(path) > 1 else "")
     return shlex.quote(path)
 
 

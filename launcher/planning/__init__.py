@@ -22,7 +22,7 @@ from launcher.planning.plan import (
     plan_lines,
     plan_to_dict,
 )
-from launcher.errors import CredentialsError
+from launcher.errors import CredentialsError, LauncherError
 from launcher.providers.base import CredentialStatus
 from launcher.spec.loader import LoadedSpec
 from pricing.models import Offer
@@ -113,15 +113,21 @@ def make_plan(
 
         return rank_offers(catalog["c"], replace(query, clouds=clouds))
 
-    plan = build_plan(
-        loaded,
-        enabled=enabled,
-        local_offer=local_offer,
-        rank_cloud=with_declared(rank_cloud, clusters, reach) if clusters.clusters else rank_cloud,
-        overrides=overrides,
-        project_budget=project_budget,
-        spend=spend,
-    )
+    try:
+        plan = build_plan(
+            loaded,
+            enabled=enabled,
+            local_offer=local_offer,
+            rank_cloud=with_declared(rank_cloud, clusters, reach) if clusters.clusters else rank_cloud,
+            overrides=overrides,
+            project_budget=project_budget,
+            spend=spend,
+        )
+    except LauncherError as e:
+        why = [s.source for k, s in declared_statuses(clusters, reach).items() if not s.enabled and k in e.message]
+        if why:
+            e.message = f"{e.message} ({'; '.join(why)})"
+        raise
     plan = _with_credentials(plan, loaded, overrides, found, statuses)
     if project_budget is None and spend is None:
         plan = _with_org_budgets(plan, loaded)
