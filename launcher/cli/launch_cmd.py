@@ -115,16 +115,32 @@ def launch(
     from launcher.spec.provenance import collect_provenance
 
     prov = collect_provenance(loaded)  # hashes data paths: a missing one is bad input
-    plan = make_plan(
-        loaded,
-        overrides=Overrides(clouds=clouds, spot=spot),
-        catalog_dir=catalog_dir or GLOBALS.catalog_dir,
-        local_offer=_local_offer(simulated),
-        dry_run=dry_run,
-    )
+    preflight = None
+    if not dry_run:  # a real launch: clouds that cannot be used leave the plan (or refuse now)
+        from launcher.planning.preflight import cloud_preflight
+        from launcher.providers.detect import enabled_clouds
+
+        preflight = cloud_preflight(enabled_clouds(), ssh_cidr=ssh_cidr)
+    try:
+        plan = make_plan(
+            loaded,
+            overrides=Overrides(clouds=clouds, spot=spot),
+            catalog_dir=catalog_dir or GLOBALS.catalog_dir,
+            local_offer=_local_offer(simulated),
+            dry_run=dry_run,
+            statuses=preflight.statuses if preflight else None,
+        )
+    except LauncherError as e:
+        if preflight is not None and preflight.problems:
+            raise preflight.refusal(e) from None
+        raise
     if not as_json:
         for line in plan_lines(plan, forced_clouds=clouds):
             info(line)
+        considered = {c.scored.offer.cloud for c in plan.candidates} | {a.cloud for a in plan.credentials}
+        for line in preflight.notes() if preflight else []:
+            if line.split(":")[0] in considered:
+                info(line)
     plan.budget.enforce()
     from launcher.planning.cloud_resources import cloud_tags
 
