@@ -217,6 +217,10 @@ class Controller:
                     )
                 )
                 if decision.offer is None:
+                    if self.job.plan.ranked and all(s.offer.cloud in self._unusable_clouds for s in self.job.plan.ranked):
+                        # Every offer's cloud failed as a whole (tool, credentials, settings): no wait can help.
+                        self._fail(EndReason.PROVISION_FAILED, "no usable offer left: " + ", ".join(sorted(self._unusable_clouds)) + " cannot be used (see the provision events)")
+                        return
                     wait = max(decision.wait_seconds, self.d.poll_interval_s)
                     if waited_s + wait > self.d.max_wait_s:
                         self._fail(EndReason.PROVISION_FAILED, "recovery policy kept waiting; giving up")
