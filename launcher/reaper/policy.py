@@ -27,7 +27,7 @@ from launcher.config_file import load_yaml_model
 from launcher.errors import did_you_mean
 
 ACTIONS = ("stop", "destroy")
-KNOWN_PROVIDERS = ("aws", "gcp", "local", "fake")
+KNOWN_PROVIDERS = ("aws", "gcp", "local", "fake", "slurm", "kubernetes", "ssh")
 
 
 class IdleRule(BaseModel):
