@@ -113,18 +113,28 @@ def make_plan(
 
         return rank_offers(catalog["c"], replace(query, clouds=clouds))
 
+    ranker = with_declared(rank_cloud, clusters, reach) if clusters.clusters else rank_cloud
+
+    def plan_with(usable: Mapping[str, bool]) -> Plan:
+        return build_plan(
+            loaded, enabled=usable, local_offer=local_offer, rank_cloud=ranker, overrides=overrides,
+            project_budget=project_budget, spend=spend,
+        )  # fmt: skip
+
+    declared = declared_statuses(clusters, reach)
     try:
-        plan = build_plan(
-            loaded,
-            enabled=enabled,
-            local_offer=local_offer,
-            rank_cloud=with_declared(rank_cloud, clusters, reach) if clusters.clusters else rank_cloud,
-            overrides=overrides,
-            project_budget=project_budget,
-            spend=spend,
-        )
+        try:
+            plan = plan_with(enabled)
+        except CredentialsError:
+            # A dry run never needs credentials, whichever way the cloud is named (--cloud or the
+            # spec's infra): when only clouds without credentials could run it, show their plan.
+            named = {a.placement().cloud for a in loaded.spec.resources.alternatives()}
+            named_off = {c for c in named if c and c != "local" and not enabled.get(c) and c not in declared}
+            if not dry_run or not named_off:
+                raise
+            plan = plan_with({**enabled, **{c: True for c in named_off}})
     except LauncherError as e:
-        why = [s.source for k, s in declared_statuses(clusters, reach).items() if not s.enabled and k in e.message]
+        why = [s.source for k, s in declared.items() if not s.enabled and k in e.message]
         if why:
             e.message = f"{e.message} ({'; '.join(why)})"
         raise

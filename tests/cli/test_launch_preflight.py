@@ -76,3 +76,18 @@ def test_dry_run_still_shows_the_cloud_plan(tmp_path: Path, aws_env: dict) -> No
     assert r.returncode == 0, r.stdout + r.stderr
     assert "chosen:   aws/" in r.stderr
     assert "offers skipped" not in r.stderr
+
+
+def test_dry_run_needs_no_credentials_whichever_way_the_cloud_is_named(tmp_path: Path, aws_env: dict) -> None:
+    env = {**aws_env, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+    spec = tmp_path / "named.yaml"
+    spec.write_text("name: t\nresources:\n  infra: aws\n  accelerators: A10G:1\nrun: echo hi\n"
+                    "launcher: {project: p, owner: o, cost_center: c}\n")  # fmt: skip
+    by_spec = run_cli("launch", str(spec), "--dry-run", env=env, timeout=120)
+    by_flag = run_cli("launch", str(_spec(tmp_path, "aws")), "--cloud", "aws", "--dry-run", env=env, timeout=120)
+    for r in (by_spec, by_flag):
+        assert r.returncode == 0, r.stderr
+        assert "chosen:   aws/" in r.stderr and "[no credentials]" in r.stderr
+    # a real launch still refuses (exit 4) and says where it looked
+    r = run_cli("launch", str(spec), "--yes", env=env, timeout=120)
+    assert r.returncode == 4, r.stderr
