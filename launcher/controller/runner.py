@@ -211,6 +211,7 @@ def run_controller(
         policy=recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None),
         notify=notify,
         capacity_retry_s=retry_s,
+        max_wait_s=job.spec.launcher.max_wait_seconds,
     )
     controller = Controller(job, deps, mode=mode)
     previous: dict[int, object] = {}
