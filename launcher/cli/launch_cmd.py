@@ -132,6 +132,9 @@ def launch(
         )
     except LauncherError as e:
         if preflight is not None and preflight.problems:
+            from launcher.planning.cloud_resources import require_spec_tags
+
+            require_spec_tags(loaded)  # the spec's own problem comes first (exit 2)
             raise preflight.refusal(e) from None
         raise
     if not as_json:

@@ -54,12 +54,8 @@ def missing_spec_tags(loaded: LoadedSpec) -> list[str]:
 _SPEC_KEY = {"project": "project", "experiment": "experiment", "owner": "owner", "cost-center": "cost_center"}
 
 
-def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datetime) -> dict[str, str] | None:
-    """The first cluster's tags when the plan holds a cloud offer (see module docstring), else None."""
-    # Clusters the user declared bill nothing of ours: no mandatory tags there.
-    clouds = {c.scored.offer.cloud for c in plan.candidates if not c.scored.offer.instance_type.startswith("cluster:")} - {"local"}
-    if not clouds:
-        return None
+def require_spec_tags(loaded: LoadedSpec) -> None:
+    """BadInputError naming the mandatory tags a cloud launch needs and the spec lacks."""
     missing = missing_spec_tags(loaded)
     if missing:
         names = [f"`{_SPEC_KEY[m]}:`" for m in missing]
@@ -70,6 +66,15 @@ def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datet
             f"mandatory tags: {', '.join(missing)}",
             hint=f"add {keys} under `launcher:`{where} (experiment may also come from the task's `name:`)",
         )
+
+
+def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datetime) -> dict[str, str] | None:
+    """The first cluster's tags when the plan holds a cloud offer (see module docstring), else None."""
+    # Clusters the user declared bill nothing of ours: no mandatory tags there.
+    clouds = {c.scored.offer.cloud for c in plan.candidates if not c.scored.offer.instance_type.startswith("cluster:")} - {"local"}
+    if not clouds:
+        return None
+    require_spec_tags(loaded)
     from infra.tags import to_gcp_labels, validate_tags
     from launcher.controller.runner import run_tags
 
