@@ -132,9 +132,16 @@ def launch(
         )
     except LauncherError as e:
         if preflight is not None and preflight.problems:
+            # The spec's own problems come first: the plan as if the clouds were usable must
+            # pass the budget (exit 3) and carry the mandatory tags (exit 2).
             from launcher.planning.cloud_resources import require_spec_tags
 
-            require_spec_tags(loaded)  # the spec's own problem comes first (exit 2)
+            as_if = make_plan(
+                loaded, overrides=Overrides(clouds=clouds, spot=spot), catalog_dir=catalog_dir or GLOBALS.catalog_dir,
+                local_offer=_local_offer(simulated), dry_run=True,
+            )  # fmt: skip
+            as_if.budget.enforce()
+            require_spec_tags(loaded)
             raise preflight.refusal(e) from None
         raise
     if not as_json:
