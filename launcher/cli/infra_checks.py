@@ -14,7 +14,7 @@ def check_flags(*, cloud: str, region: str, zone: str | None, instance_type: str
         raise BadInputError(f"--zone {zone} is not in --region {region}", hint=f"use a zone of {region} (e.g. {region}{'a' if cloud == 'aws' else '-a'}) or the region of {zone}")
     from pricing.catalog import load_catalog
 
-    offers = load_catalog(catalog_dir).offers
+    offers = load_catalog(catalog_dir, use_parsed_cache=False).offers  # a dry run writes nothing
     rows = offers[(offers["cloud"] == cloud) & (offers["instance_type"] == instance_type)]
     if rows.empty:
         return  # not in the catalog (a new or custom type): nothing to contradict
