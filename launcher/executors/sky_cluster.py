@@ -299,6 +299,9 @@ class SkyClusterExecution(Execution):
             return self._finish(Outcome.SETUP_FAILED, None, "SkyPilot job FAILED_SETUP: the setup command failed", phase="setup")
         if name == "CANCELLED":
             return self._finish(Outcome.CANCELLED, None, "SkyPilot job CANCELLED")
+        if failing is None and len(codes) >= self.request.num_nodes:
+            # Every rank's command exited 0 and SkyPilot lost the job afterwards: the work is done.
+            return self._finish(Outcome.SUCCEEDED, 0, f"every rank exited 0 (SkyPilot job {name} afterwards)")
         if failing == PREEMPTED_EXIT_CODE:
             return self._finish(Outcome.PREEMPTED, failing, f"SkyPilot job {name}: the job checkpointed on a preemption notice")
         if name == "FAILED" and failing is not None:
