@@ -18,4 +18,4 @@ if [ ! -f "$stamp" ]; then
 fi
 [ "${TEST_SH_INSTALL_ONLY:-}" = 1 ] && exit 0
 export SKYPILOT_DISABLE_USAGE_COLLECTION=1
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" "$@"
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"

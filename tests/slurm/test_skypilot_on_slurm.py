@@ -28,7 +28,9 @@ TRAIN = REPO / "task_specs" / "train.yaml"
 SLURM_USER = os.environ.get("LOCAL_SLURM_USER", "skyslurm")
 SHA = re.compile(r"final_weights_sha256=([0-9a-f]{64})")
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# One Slurm node: these tests share it one at a time (one xdist worker; scripts/test.sh uses
+# --dist loadgroup), or a test would see another's Slurm job.
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("local-slurm")]
 
 
 def _cluster_up() -> str | None:
