@@ -63,15 +63,18 @@ install_packages() {
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # Grant $SUSER traverse (x) on every ancestor of $1 that others cannot enter; remembered for `down`.
+# (Both the path as given, e.g. a venv's bin/python, and where its symlinks lead.)
 grant_traverse() {
-  local d
-  d=$(dirname "$(readlink -f "$1")")
-  while [ "$d" != "/" ]; do
-    if [ "$(stat -c %A "$d" | cut -c10)" != "x" ]; then
-      setfacl -m "u:$SUSER:x" "$d"
-      grep -qxF "$d" "$STATE/acl-dirs" 2>/dev/null || echo "$d" >>"$STATE/acl-dirs"
-    fi
-    d=$(dirname "$d")
+  local d p
+  for p in "$(cd "$(dirname "$1")" && pwd)/x" "$(readlink -f "$1")"; do
+    d=$(dirname "$p")
+    while [ "$d" != "/" ]; do
+      if [ "$(stat -c %A "$d" | cut -c10)" != "x" ]; then
+        setfacl -m "u:$SUSER:x" "$d"
+        grep -qxF "$d" "$STATE/acl-dirs" 2>/dev/null || echo "$d" >>"$STATE/acl-dirs"
+      fi
+      d=$(dirname "$d")
+    done
   done
 }
 
