@@ -181,9 +181,13 @@ def test_preemption_on_slurm_checkpoints_recovers_and_finishes_identically(slurm
     d = wait_ended(slurm_env, run_id)
     assert d["state"] == "succeeded", d
     reasons = [a["end_reason"] for a in d["attempt_rows"]]
-    assert reasons[0] == "preempted" and reasons[-1] == "completed", reasons
+    # Slurm's SIGTERM reaches SkyPilot's own processes in the job's steps too, so the job's exit
+    # code (75, "checkpointed on a notice") may never reach us: then SkyPilot loses the job and the
+    # attempt is recorded as node lost; recovery is the same either way.
+    assert reasons[0] in ("preempted", "node_lost") and reasons[-1] == "completed", reasons
     out = logs(slurm_env, run_id)
-    assert '"event": "resumed"' in out
+    resumed = [json.loads(m) for m in re.findall(r'(\{"event": "resumed".*\})', out)]
+    assert resumed and resumed[0]["step"] > 0, "the second attempt resumes from the checkpoint the first one saved"
     assert SHA.findall(out)[-1] == local_sha
     assert squeue_jobs() == []
     assert sky_clusters(slurm_env) == []
