@@ -3,6 +3,8 @@
 - CATALOG_CLOUDS: clouds with a SkyPilot-format price catalog (snapshot, cache, refresh).
 - LOCAL: this machine (the embedded backend); it has no catalog, its offer is built in.
 - KUBERNETES: a cluster the user already has, named in a spec's `infra:`.
+- DECLARED_CLUSTER_KINDS: SkyPilot infra kinds of clusters the user declared (`launcher clusters`),
+  named in a spec as `infra: slurm/<cluster>`; each kind is a provider.
 - PROVIDER_CLOUDS: clouds the launcher detects credentials for (catalog clouds and local).
 - SPEC_CLOUDS: what a task spec's `infra:` / `--cloud` may name.
 - STACK_CLOUDS: clouds whose clusters are Pulumi stacks (programs in infra/) and whose
@@ -15,6 +17,7 @@ CATALOG_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod")
 LOCAL = "local"
 KUBERNETES = "kubernetes"
 PROVIDER_CLOUDS = (*CATALOG_CLOUDS, LOCAL)
-SPEC_CLOUDS = (*CATALOG_CLOUDS, KUBERNETES, LOCAL)
+DECLARED_CLUSTER_KINDS = ("slurm", KUBERNETES, "ssh")
+SPEC_CLOUDS = (*CATALOG_CLOUDS, *DECLARED_CLUSTER_KINDS, LOCAL)
 STACK_CLOUDS = ("aws", "gcp")
 REAPABLE_CLOUDS = (*STACK_CLOUDS, LOCAL)

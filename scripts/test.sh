@@ -16,5 +16,6 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.lock-*
   touch "$stamp"
 fi
+[ "${TEST_SH_INSTALL_ONLY:-}" = 1 ] && exit 0
 export SKYPILOT_DISABLE_USAGE_COLLECTION=1
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" "$@"
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"

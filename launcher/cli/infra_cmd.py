@@ -66,6 +66,11 @@ def preview_cmd(
     """Show what `up` would create: `--dry-run` from the program alone, else `pulumi preview`."""
     from infra.cli_check import require_pulumi
 
+    from launcher.cli.app import GLOBALS
+    from launcher.cli.infra_checks import check_flags
+
+    check_flags(cloud=cloud, region=region, zone=zone, instance_type=instance_type, gpus=_parse_gpus(gpus),
+                catalog_dir=GLOBALS.catalog_dir)  # fmt: skip
     if not dry_run:
         require_pulumi("launcher infra preview")
     spec = opts.to_spec()

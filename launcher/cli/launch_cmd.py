@@ -128,16 +128,42 @@ def launch(
     from launcher.spec.provenance import collect_provenance
 
     prov = collect_provenance(loaded)  # hashes data paths: a missing one is bad input
-    plan = make_plan(
-        loaded,
-        overrides=Overrides(clouds=clouds, spot=spot),
-        catalog_dir=catalog_dir or GLOBALS.catalog_dir,
-        local_offer=local_offer(simulated=simulated, simulate_price=price_text),
-        dry_run=dry_run,
-    )
+    preflight = None
+    if not dry_run:  # a real launch: clouds that cannot be used leave the plan (or refuse now)
+        from launcher.planning.preflight import cloud_preflight
+        from launcher.providers.detect import enabled_clouds
+
+        preflight = cloud_preflight(enabled_clouds(), ssh_cidr=ssh_cidr)
+    try:
+        plan = make_plan(
+            loaded,
+            overrides=Overrides(clouds=clouds, spot=spot),
+            catalog_dir=catalog_dir or GLOBALS.catalog_dir,
+            local_offer=local_offer(simulated=simulated, simulate_price=price_text),
+            dry_run=dry_run,
+            statuses=preflight.statuses if preflight else None,
+        )
+    except LauncherError as e:
+        if preflight is not None and preflight.problems:
+            # The spec's own problems come first: the plan as if the clouds were usable must
+            # pass the budget (exit 3) and carry the mandatory tags (exit 2).
+            from launcher.planning.cloud_resources import require_spec_tags
+
+            as_if = make_plan(
+                loaded, overrides=Overrides(clouds=clouds, spot=spot), catalog_dir=catalog_dir or GLOBALS.catalog_dir,
+                local_offer=local_offer(simulated=simulated, simulate_price=price_text), dry_run=True,
+            )  # fmt: skip
+            as_if.budget.enforce()
+            require_spec_tags(loaded)
+            raise preflight.refusal(e) from None
+        raise
     if not as_json:
         for line in plan_lines(plan, forced_clouds=clouds):
             info(line)
+        considered = {c.scored.offer.cloud for c in plan.candidates} | {a.cloud for a in plan.credentials}
+        for line in preflight.notes() if preflight else []:
+            if line.split(":")[0] in considered:
+                info(line)
         for line in _local_mount_warnings(loaded, plan):
             info(line)
     plan.budget.enforce()

@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "launcher.cli.server_cmd",
     "launcher.cli.metrics_cmd",
     "launcher.cli.infra_server_cmd",
+    "launcher.cli.clusters_cmd",
 )
 
 for _name in COMMAND_MODULES:

@@ -88,9 +88,29 @@ def offers(
         checkpoint_cost_minutes=checkpoint_cost_minutes,
         restart_overhead_minutes=restart_minutes,
     )
-    report = explain_offers(catalog, query, limit=limit or None)
+    from launcher.cli.offers_declared import declared_records, merge_records
+
+    declared = declared_records(query)
+    report = None
+    from pricing.clouds import DECLARED_CLUSTER_KINDS
+
+    catalog_clouds = None if clouds is None else tuple(c for c in clouds if c not in (*DECLARED_CLUSTER_KINDS, "k8s"))
+    if catalog_clouds is None or catalog_clouds:
+        from dataclasses import replace
+
+        from launcher.errors import NoOfferError
+
+        try:
+            report = explain_offers(catalog, replace(query, clouds=catalog_clouds), limit=limit or None)
+        except NoOfferError:
+            if not declared:
+                raise
     enabled = {name: st.enabled for name, st in enabled_clouds().items()}
-    records = offers_as_records(report.offers, enabled, {c: s.as_of for c, s in catalog.sources.items()})
+    records = merge_records(offers_as_records(report.offers, enabled, {c: s.as_of for c, s in catalog.sources.items()}) if report else [], declared, limit or None)
+    if report is None:
+        from pricing.rank import RankReport
+
+        report = RankReport(offers=[], matched=0)
     if as_json:
         from launcher.cli.render import print_json
 
@@ -147,7 +167,11 @@ def _print_table(records: list[dict], report, catalog) -> None:
         rows,
     )  # fmt: skip
     sources = ", ".join(f"{c}: {s.kind}" + (f" {s.as_of[:10]}" if s.as_of else "") for c, s in catalog.sources.items())
-    info(f"{len(records)} of {report.matched} matching offers shown; * = credentials found. Catalog: {sources}")
+    n_declared = sum(1 for r in records if "reason" in r)
+    info(f"{len(records)} of {report.matched + n_declared} matching offers shown; * = credentials found (clusters: reachable). Catalog: {sources}")
+    for r in records:
+        if "reason" in r and not r["enabled"]:
+            info(f"cluster {r['region']} ({r['cloud']}) not enabled: {r['reason']}")
     for why, n in report.dropped.items():
         info(f"left out {n}: {why}")
     shown = {r["cloud"] for r in records}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -252,11 +252,16 @@ class Controller:
                     )
                 )
                 if decision.offer is None:
+                    if self.job.plan.ranked and all(s.offer.cloud in self._unusable_clouds for s in self.job.plan.ranked):
+                        # Every offer's cloud failed as a whole (tool, credentials, settings): no wait can help.
+                        self._fail(EndReason.PROVISION_FAILED, "no usable offer left: " + ", ".join(sorted(self._unusable_clouds)) + " cannot be used (see the provision events)")
+                        return
                     wait = max(decision.wait_seconds, self.d.poll_interval_s)
                     if waited_s + wait > self.d.max_wait_s:
                         self._fail(EndReason.PROVISION_FAILED, "recovery policy kept waiting; giving up")
                         return
                     self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"decision": "wait", "seconds": wait, "reason": decision.reason})
+                    self.d.notify(_wait_line(decision.reason, wait, self.d.max_wait_s - waited_s))
                     # Ask again early when spot capacity comes back (a provider that knows says so).
                     had_spot = self._spot_capacity()
                     slept = self._sleep_watchful(wait, wake=None if had_spot else self._spot_capacity)
@@ -744,3 +749,10 @@ def _offer_dict(s: ScoredOffer) -> dict:
         "cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
         "spot": o.spot, "price_usd_per_hour": o.price_usd_per_hour, "rank": s.rank,
     }  # fmt: skip
+
+
+def _wait_line(reason: str | None, wait_s: float, left_s: float) -> str:
+    """What the run waits for, when it checks next, and how long it may still wait (Ctrl-C stops it)."""
+    at = (datetime.now(UTC) + timedelta(seconds=wait_s)).strftime("%H:%M:%S UTC")
+    return (f"waiting: {reason or 'no offer can be placed now'}; next check in {wait_s:.0f}s (at {at}); "
+            f"gives up after {max(left_s, 0.0) / 60:.0f} more min of waiting (launcher: max_wait); Ctrl-C cancels")

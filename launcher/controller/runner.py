@@ -209,6 +209,7 @@ def run_controller(
         placement_policy=placement_for(policy, job.plan.ranked, has_deadline=job.spec.launcher.deadline is not None),
         placement_tick_s=max(retry_s, 1.0) if opts.simulate_trace else 60.0,
         observer=_tracking_session(job, ledger),
+        max_wait_s=job.spec.launcher.max_wait_seconds,
     )
     controller = Controller(job, deps, mode=mode)
     previous: dict[int, object] = {}

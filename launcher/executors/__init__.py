@@ -24,6 +24,10 @@ from launcher.executors.base import (
 _EXECUTORS: dict[str, str] = {
     "local": "launcher.executors.local:LocalExecutor",
     "sky": "launcher.executors.sky:SkyExecutor",  # every other cloud: SkyPilot on our cluster
+    # clusters the user already has: SkyPilot launches straight onto them
+    "slurm": "launcher.executors.sky_cluster:SkyClusterExecutor",
+    "kubernetes": "launcher.executors.sky_cluster:SkyClusterExecutor",
+    "ssh": "launcher.executors.sky_cluster:SkyClusterExecutor",
 }
 _DEFAULT_REMOTE = "sky"
 

@@ -22,7 +22,7 @@ from launcher.planning.plan import (
     plan_lines,
     plan_to_dict,
 )
-from launcher.errors import CredentialsError
+from launcher.errors import CredentialsError, LauncherError
 from launcher.providers.base import CredentialStatus
 from launcher.spec.loader import LoadedSpec
 from pricing.models import Offer
@@ -74,11 +74,15 @@ def make_plan(
     remains; a dry run ranks its offers anyway and the plan marks them (Plan.credentials).
     `statuses` (per cloud, from providers.detect) are looked up when `enabled` is not given.
     """
+    from launcher.planning.declared import declared_statuses, load_declared, with_declared
+
+    clusters, reach = load_declared()
     if enabled is None:
         if statuses is None:
             from launcher.providers.detect import enabled_clouds
 
             statuses = enabled_clouds()
+        statuses = {**statuses, **declared_statuses(clusters, reach)}
         enabled = {c: s.enabled for c, s in statuses.items()}
     enabled = {**enabled, "local": True}
     found = dict(enabled)  # before a dry run pretends forced clouds are enabled
@@ -118,15 +122,31 @@ def make_plan(
 
         return rank_offers(catalog["c"], replace(query, clouds=clouds))
 
-    plan = build_plan(
-        loaded,
-        enabled=enabled,
-        local_offer=local_offer,
-        rank_cloud=rank_cloud,
-        overrides=overrides,
-        project_budget=project_budget,
-        spend=spend,
-    )
+    ranker = with_declared(rank_cloud, clusters, reach) if clusters.clusters else rank_cloud
+
+    def plan_with(usable: Mapping[str, bool]) -> Plan:
+        return build_plan(
+            loaded, enabled=usable, local_offer=local_offer, rank_cloud=ranker, overrides=overrides,
+            project_budget=project_budget, spend=spend,
+        )  # fmt: skip
+
+    declared = declared_statuses(clusters, reach)
+    try:
+        try:
+            plan = plan_with(enabled)
+        except CredentialsError:
+            # A dry run never needs credentials, whichever way the cloud is named (--cloud or the
+            # spec's infra): when only clouds without credentials could run it, show their plan.
+            named = {a.placement().cloud for a in loaded.spec.resources.alternatives()}
+            named_off = {c for c in named if c and c != "local" and not enabled.get(c) and c not in declared}
+            if not dry_run or not named_off:
+                raise
+            plan = plan_with({**enabled, **{c: True for c in named_off}})
+    except LauncherError as e:
+        why = [s.source for k, s in declared.items() if not s.enabled and k in e.message]
+        if why:
+            e.message = f"{e.message} ({'; '.join(why)})"
+        raise
     plan = _with_credentials(plan, loaded, overrides, found, statuses)
     if project_budget is None and spend is None:
         plan = _with_org_budgets(plan, loaded)

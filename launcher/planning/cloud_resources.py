@@ -54,11 +54,8 @@ def missing_spec_tags(loaded: LoadedSpec) -> list[str]:
 _SPEC_KEY = {"project": "project", "experiment": "experiment", "owner": "owner", "cost-center": "cost_center"}
 
 
-def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datetime) -> dict[str, str] | None:
-    """The first cluster's tags when the plan holds a cloud offer (see module docstring), else None."""
-    clouds = {c.scored.offer.cloud for c in plan.candidates} - {"local"}
-    if not clouds:
-        return None
+def require_spec_tags(loaded: LoadedSpec) -> None:
+    """BadInputError naming the mandatory tags a cloud launch needs and the spec lacks."""
     missing = missing_spec_tags(loaded)
     if missing:
         names = [f"`{_SPEC_KEY[m]}:`" for m in missing]
@@ -69,6 +66,15 @@ def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datet
             f"mandatory tags: {', '.join(missing)}",
             hint=f"add {keys} under `launcher:`{where} (experiment may also come from the task's `name:`)",
         )
+
+
+def cloud_tags(loaded: LoadedSpec, plan: Plan, *, run_id: str, created_at: datetime) -> dict[str, str] | None:
+    """The first cluster's tags when the plan holds a cloud offer (see module docstring), else None."""
+    # Clusters the user declared bill nothing of ours: no mandatory tags there.
+    clouds = {c.scored.offer.cloud for c in plan.candidates if not c.scored.offer.instance_type.startswith("cluster:")} - {"local"}
+    if not clouds:
+        return None
+    require_spec_tags(loaded)
     from infra.tags import cluster_tags, to_gcp_labels, validate_tags
     from launcher.planning.tags import run_tags
 
@@ -108,6 +114,8 @@ def chosen_resource_plan(
     offer = plan.chosen.scored.offer
     if offer.cloud == "local":
         return CloudResourcePlan("local", note="the local backend runs on this machine: no cloud resources, no Pulumi stack")
+    if offer.instance_type.startswith("cluster:"):
+        return CloudResourcePlan(offer.cloud, note=f"{offer.cloud}/{offer.region} is a cluster you declared: SkyPilot launches the job there, no cloud resources, no Pulumi stack")
     if offer.cloud not in STACK_CLOUDS:
         return CloudResourcePlan(offer.cloud, note=f"no Pulumi program for {offer.cloud} (have: {', '.join(STACK_CLOUDS)})")
     assert tags is not None, "cloud_tags() gives the tags of a plan with a cloud offer"

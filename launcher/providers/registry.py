@@ -13,6 +13,10 @@ _PROVIDERS: dict[str, str] = {
     "local": "launcher.providers.local:LocalProvider",
     "aws": "launcher.providers.aws:AwsProvider",
     "gcp": "launcher.providers.gcp:GcpProvider",
+    # clusters the user declared (`launcher clusters`), one provider per SkyPilot infra kind
+    "slurm": "launcher.providers.declared:SlurmClusters",
+    "kubernetes": "launcher.providers.declared:KubernetesClusters",
+    "ssh": "launcher.providers.declared:SshClusters",
 }
 
 KNOWN_CLOUDS = PROVIDER_CLOUDS

@@ -25,6 +25,8 @@ def reap_once(
     now: datetime | None = None,
 ) -> ReapReport:
     policy = load_policy(policy_path)
+    if policy_path is None:  # no policy file: everything the user has
+        policy = policy.model_copy(update={"providers": default_providers()})
     providers = {}
     for name in policy.providers:
         prov = registry.get(name, **({"stop_cluster": stop_local_cluster} if name == "local" else {}))
@@ -36,6 +38,26 @@ def reap_once(
 
     with Ledger() as ledger:
         return run_pass(policy, providers, ledger, now=now or datetime.now(UTC), dry_run=dry_run, project=project, destroy_stack=_destroy_stack, price_lookup=_price_lookup)
+
+
+def default_providers() -> list[str]:
+    """Without a policy file the reaper covers every registered cloud whose credentials are
+    found (files and environment only, as `launcher offers` does), the local backend, and each
+    kind of cluster the user declared (`launcher clusters`)."""
+    from launcher.providers.detect import enabled_clouds
+
+    names = ["local"]
+    registered = set(registry.names())
+    for cloud, status in enabled_clouds().items():
+        if cloud != "local" and cloud in registered and status.enabled:
+            names.append(cloud)
+    try:
+        from launcher.clusters import load_clusters
+
+        kinds = sorted({c.kind for c in load_clusters().clusters})
+    except Exception:  # noqa: BLE001 - a broken clusters.yaml must not stop the nightly reap
+        kinds = []
+    return names + [k for k in kinds if k in registered and k not in names]
 
 
 def _destroy_stack(project: str, cluster: str) -> None:

@@ -251,6 +251,9 @@ class CheckpointSpec(BaseModel):
         return parse_duration_seconds(self.cost) / 60.0 if self.cost else None
 
 
+DEFAULT_MAX_WAIT_S = 3600.0  # a run waits at most an hour in total for capacity unless told otherwise
+
+
 class LauncherBlock(BaseModel):
     """Our extensions (SkyPilot ignores none of these: strip the block before handing it over)."""
 
@@ -261,6 +264,9 @@ class LauncherBlock(BaseModel):
     cost_center: str | None = None
     budget_usd: float | None = Field(default=None, gt=0)
     deadline: str | None = None  # duration from launch, e.g. '6h'
+    # Longest the controller waits in total for capacity (e.g. spot) before it gives up; default:
+    # until the deadline, else DEFAULT_MAX_WAIT.
+    max_wait: str | None = None
     expected_hours: float | None = Field(default=None, gt=0)
     checkpoint: CheckpointSpec | None = None
     max_price_usd_per_hour: float | None = Field(default=None, gt=0)
@@ -278,7 +284,7 @@ class LauncherBlock(BaseModel):
     def _tracking(cls, v: object) -> object:
         return "off" if v is False else v  # YAML reads a bare `off` as false
 
-    @field_validator("deadline", mode="before")
+    @field_validator("deadline", "max_wait", mode="before")
     @classmethod
     def _deadline(cls, v: str | None) -> str | None:
         if v is not None:
@@ -288,6 +294,15 @@ class LauncherBlock(BaseModel):
     @property
     def deadline_hours(self) -> float | None:
         return parse_duration_seconds(self.deadline) / 3600.0 if self.deadline else None
+
+    @property
+    def max_wait_seconds(self) -> float:
+        """`max_wait`, else the time to the deadline, else DEFAULT_MAX_WAIT (1 h)."""
+        if self.max_wait:
+            return parse_duration_seconds(self.max_wait)
+        if self.deadline:
+            return parse_duration_seconds(self.deadline)
+        return DEFAULT_MAX_WAIT_S
 
 
 EnvValue = str | int | float | bool | None

@@ -1,0 +1,34 @@
+"""`launcher infra preview|up` flags checked against each other and the catalog before anything
+runs: an instance type whose GPUs contradict --gpus, a zone outside --region (exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from launcher.errors import BadInputError
+
+
+def check_flags(*, cloud: str, region: str, zone: str | None, instance_type: str, gpus: tuple[str | None, int],
+                catalog_dir: Path | None) -> None:  # fmt: skip
+    if zone and not zone.startswith(region):
+        raise BadInputError(f"--zone {zone} is not in --region {region}", hint=f"use a zone of {region} (e.g. {region}{'a' if cloud == 'aws' else '-a'}) or the region of {zone}")
+    from pricing.catalog import load_catalog
+
+    offers = load_catalog(catalog_dir, use_parsed_cache=False).offers  # a dry run writes nothing
+    rows = offers[(offers["cloud"] == cloud) & (offers["instance_type"] == instance_type)]
+    if rows.empty:
+        return  # not in the catalog (a new or custom type): nothing to contradict
+    if not (rows["region"] == region).any():
+        known = sorted(set(rows["region"].astype(str)))
+        raise BadInputError(f"{cloud} {instance_type} is not offered in {region} (catalog)", hint=f"regions with it: {', '.join(known[:8])}")
+    acc = rows["accelerator"].iloc[0]
+    count = int(rows["accelerator_count"].iloc[0])
+    has = f"{acc}:{count}" if isinstance(acc, str) and acc else "no GPU"
+    name, n = gpus
+    if name is None:
+        return
+    from pricing.gpus import normalize_gpu_name
+
+    want = normalize_gpu_name(name) or name
+    if has == "no GPU" or want != acc or n != count:
+        raise BadInputError(f"--instance-type {instance_type} has {has}, not {name}:{n}", hint=f"drop --gpus, or use --gpus {has}" if has != "no GPU" else "drop --gpus")

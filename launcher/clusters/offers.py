@@ -1,0 +1,154 @@
+"""Declared clusters as offers, scored by the same expected cost to finish as cloud offers.
+
+An entry becomes one Offer per shape: `cloud` is the SkyPilot infra kind (slurm, kubernetes,
+ssh), `region` the cluster's name, `instance_type` 'cluster:<name>', spot = preemptible. Its
+price is the internal rate of one node; a preemptible cluster gets the calibrated default
+interruption hazard for clouds without published data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.clusters.models import ClusterEntry, ClustersFile
+from pricing.models import Offer, OfferQuery, ScoredOffer
+
+INSTANCE_PREFIX = "cluster:"
+
+
+@dataclass(frozen=True)
+class Reachability:
+    enabled: bool
+    reason: str
+
+
+def offer_for(entry: ClusterEntry) -> Offer:
+    return Offer(
+        cloud=entry.kind,
+        region=entry.name,
+        zone=None,
+        instance_type=INSTANCE_PREFIX + entry.name,
+        accelerator=entry.gpu,
+        accelerator_count=entry.gpus_per_node,
+        vcpus=entry.cpus_per_node,
+        memory_gib=entry.memory_gib_per_node,
+        gpu_memory_gib=None,
+        spot=entry.preemptible,
+        price_usd_per_hour=entry.price_usd_per_node_hour_total,
+        on_demand_price_usd_per_hour=None,
+    )
+
+
+def _fits(entry: ClusterEntry, q: OfferQuery) -> bool:
+    if q.clouds is not None and entry.kind not in q.clouds:
+        return False
+    if q.regions is not None and entry.name not in q.regions:
+        return False
+    if entry.name in q.exclude_regions or q.zones is not None:
+        return False
+    if q.instance_types is not None and INSTANCE_PREFIX + entry.name not in q.instance_types:
+        return False
+    if q.spot is not None and q.spot != entry.preemptible:
+        return False
+    if q.gpus is not None and not any(g.name == entry.gpu and g.count <= entry.gpus_per_node for g in q.gpus):
+        return False
+    if q.min_vcpus is not None and (entry.cpus_per_node is None or entry.cpus_per_node < q.min_vcpus):
+        return False
+    if q.min_memory_gib is not None and (entry.memory_gib_per_node is None or entry.memory_gib_per_node < q.min_memory_gib):
+        return False
+    if q.max_price_usd_per_hour is not None and entry.price_usd_per_node_hour_total > q.max_price_usd_per_hour:
+        return False
+    return True
+
+
+def score(entry: ClusterEntry, q: OfferQuery) -> ScoredOffer:
+    """Expected time and cost to finish q.work_hours on one node of the cluster (same model as
+    pricing.rank: Poisson interruptions, restart from the last checkpoint)."""
+    from pricing.rank import expected_time
+    from pricing.risk import FALLBACK_DEFAULT
+
+    hazard = FALLBACK_DEFAULT if entry.preemptible else 0.0
+    et = expected_time(
+        hazard,
+        q.work_hours,
+        checkpoint_hours=q.checkpoint_minutes / 60.0 if q.checkpoint_minutes else None,
+        checkpoint_cost_hours=q.checkpoint_cost_minutes / 60.0,
+        restart_hours=q.restart_overhead_minutes / 60.0,
+    )
+    hours = float(et.expected_hours[0])
+    tau = float(et.checkpoint_hours[0])
+    offer = offer_for(entry)
+    return ScoredOffer(
+        offer=offer,
+        rank=0,
+        hazard_per_hour=hazard,
+        interruption_band="preemptible" if entry.preemptible else "not preemptible",
+        checkpoint_minutes=tau * 60.0 if tau != float("inf") else None,
+        expected_hours=hours,
+        expected_cost_usd=round(offer.price_usd_per_hour * hours, 6),
+        parts={
+            "work_hours": float(et.work[0]),
+            "checkpoint_hours": float(et.checkpoints[0]),
+            "lost_work_hours": float(et.lost_work[0]),
+            "restart_hours": float(et.restarts[0]),
+        },
+    )
+
+
+def scored_offers(clusters: ClustersFile, q: OfferQuery, reachable: Mapping[str, Reachability] | None = None) -> list[ScoredOffer]:
+    """Matching declared clusters (reachable ones only when `reachable` is given), scored."""
+    out = []
+    for entry in clusters.clusters:
+        if reachable is not None and not reachable.get(entry.name, Reachability(False, "")).enabled:
+            continue
+        if _fits(entry, q):
+            out.append(score(entry, q))
+    return out
+
+
+def reachability(entry: ClusterEntry, env: Mapping[str, str] | None = None, home: Path | None = None) -> Reachability:
+    """Cheap check (files only, like providers.detect): does SkyPilot's config name the cluster?
+    `launcher clusters check` asks SkyPilot itself."""
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or Path.home()) if home is None else home
+    kind, target = entry.kind, entry.target
+    if kind == "slurm":
+        cfg = home / ".slurm" / "config"
+        hosts = _ssh_config_hosts(cfg)
+        if target in hosts:
+            return Reachability(True, f"{cfg} Host {target}")
+        return Reachability(False, f"no `Host {target}` in {cfg} (SkyPilot reads Slurm clusters from it)")
+    if kind == "kubernetes":
+        cfg = Path(env.get("KUBECONFIG", "").split(os.pathsep)[0] or home / ".kube" / "config")
+        text = _read(cfg)
+        if re.search(rf"^\s*name:\s*['\"]?{re.escape(target)}['\"]?\s*$", text, re.M):
+            return Reachability(True, f"{cfg} context {target}")
+        return Reachability(False, f"no context {target!r} in {cfg}")
+    cfg = home / ".sky" / "ssh_node_pools.yaml"
+    if re.search(rf"^{re.escape(target)}:\s*$", _read(cfg), re.M):
+        return Reachability(True, f"{cfg} pool {target}")
+    return Reachability(False, f"no pool {target!r} in {cfg}")
+
+
+def reachability_all(clusters: ClustersFile) -> dict[str, Reachability]:
+    return {c.name: reachability(c) for c in clusters.clusters}
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _ssh_config_hosts(path: Path) -> set[str]:
+    hosts: set[str] = set()
+    for line in _read(path).splitlines():
+        parts = line.strip().split()
+        if len(parts) >= 2 and parts[0].lower() == "host":
+            hosts.update(parts[1:])
+    return hosts

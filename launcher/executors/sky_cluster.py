@@ -1,0 +1,313 @@
+"""SkyPilot executor for clusters the user already has (Slurm, Kubernetes, SSH node pools).
+
+One attempt = one SkyPilot cluster (`sky.launch` with the entry's infra; on Slurm that is one
+Slurm job holding the allocation). A background thread starts our API server (sky_server),
+launches, follows the job's output into `runs/<id>/logs/rank-0.log` (so `launcher logs
+--follow` works) and polls SkyPilot's job status; `poll()` never blocks on SkyPilot.
+
+SkyPilot reports job status, not exit codes, so the run command is wrapped: it prints
+`[launcher] rank R exit_code=N` when the user's command ends, and a job that exits with
+PREEMPTED_EXIT_CODE (it saved a checkpoint on SIGTERM) ends as PREEMPTED. Checkpoints live on
+the cluster's shared filesystem (`checkpoint_dir` of the entry, one folder per run), so the next
+attempt resumes from them. `release()` always runs `sky.down`: SkyPilot leaves a cluster UP,
+holding its Slurm allocation, after a failed setup.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import ProviderError
+from launcher.executors.base import (
+    DEFAULT_GRACE_SECONDS,
+    PREEMPTED_EXIT_CODE,
+    ExecRequest,
+    ExecResult,
+    Execution,
+    Executor,
+    Outcome,
+)
+from launcher.providers.base import ClusterHandle
+
+EXIT_MARKER = re.compile(r"\[launcher\] rank (\d+) exit_code=(\d+)")
+_ACTIVE = ("INIT", "PENDING", "SETTING_UP", "RUNNING")
+
+
+def sky_cluster_name(handle: ClusterHandle) -> str:
+    s = re.sub(r"[^a-z0-9-]+", "-", handle.cluster.lower()).strip("-")
+    return ("gl-" + s)[:40].rstrip("-")
+
+
+# SkyPilot gives each of its clusters a HOME of its own on Slurm (~/.sky_clusters/<name>), and
+# every attempt is a new cluster: `~` means the job user's real home (from the passwd entry).
+_USER_HOME = '"$(getent passwd "$(id -un)" | cut -d: -f6)"'
+
+
+def _dir_expr(path: str) -> str:
+    """A shell expression for a path on the cluster; a leading ~ is the job user's home."""
+    if path == "~" or path.startswith("~/"):
+        return _USER_HOME + (shlex.quote(path[1:]) if len(path) > 1 else "")
+    return shlex.quote(path)
+
+
+def checkpoint_exports(handle: ClusterHandle, run_id: str) -> str:
+    base = handle.extra.get("checkpoint_dir") or "~/.launcher-checkpoints"
+    prefix = handle.extra.get("job_prefix") or ""
+    if prefix and not prefix.endswith("\n"):
+        prefix += "\n"
+    return prefix + (
+        f"export LAUNCHER_CHECKPOINT_DIR={_dir_expr(base.rstrip('/') + '/' + run_id)}\n"
+        'mkdir -p "$LAUNCHER_CHECKPOINT_DIR"\n'
+    )
+
+
+def wrap_run(run: str, exports: str) -> str:
+    """The user's run command in its own bash, its exit code printed for us. The wrapper keeps
+    running through a SIGTERM (a trap, not an ignore: the job still gets the default action)."""
+    return (
+        exports
+        + "trap 'true' TERM\n"
+        + f"bash -c {shlex.quote(run)}\n"
+        + "__launcher_rc=$?\n"
+        + 'echo "[launcher] rank ${SKYPILOT_NODE_RANK:-0} exit_code=$__launcher_rc"\n'
+        + "exit $__launcher_rc\n"
+    )
+
+
+def task_config(request: ExecRequest, handle: ClusterHandle) -> dict[str, Any]:
+    """SkyPilot's task (YAML form) for one attempt on a declared cluster. Pure; no sky import."""
+    infra = handle.extra.get("infra")
+    if not infra:
+        raise ProviderError(f"cluster {handle.cluster} has no SkyPilot infra")
+    resources: dict[str, Any] = {"infra": infra}
+    accelerator = handle.extra.get("accelerator")
+    if accelerator and request.gpus_per_node:
+        resources["accelerators"] = {accelerator: request.gpus_per_node}
+    if request.image_id:
+        image = request.image_id
+        resources["image_id"] = image if image.startswith("docker:") else f"docker:{image}"
+    envs = {k: str(v) for k, v in request.envs.items()}
+    envs.update(
+        {
+            "LAUNCHER_RUN_ID": request.run_id,
+            "LAUNCHER_ATTEMPT": str(request.attempt),
+            "LAUNCHER_CLOUD": handle.provider,
+        }
+    )
+    exports = checkpoint_exports(handle, request.run_id)
+    cfg: dict[str, Any] = {
+        "name": re.sub(r"[^a-z0-9-]+", "-", f"{request.run_id}-a{request.attempt}".lower())[:60],
+        "num_nodes": request.num_nodes,
+        "resources": resources,
+        "envs": envs,
+        "run": wrap_run(request.run or "true", exports),
+    }
+    if request.workdir is not None:
+        cfg["workdir"] = str(request.workdir)
+    if request.file_mounts:
+        cfg["file_mounts"] = dict(request.file_mounts)
+    if request.setup:
+        cfg["setup"] = exports + request.setup
+    return cfg
+
+
+def default_sdk():
+    from launcher.executors.sky import default_sdk as sdk
+
+    return sdk()
+
+
+@dataclass
+class SkyClusterExecutor(Executor):
+    sdk: Any = None
+    poll_interval_s: float = 5.0
+    unreachable_polls: int = 3
+    ensure_server: Callable[[], int] | None = None
+    name: str = "sky-cluster"
+
+    def _sdk(self):
+        if self.sdk is None:
+            from launcher.executors.sky_server import ensure_server
+
+            (self.ensure_server or ensure_server)()
+            self.sdk = default_sdk()
+        return self.sdk
+
+    def start(self, request: ExecRequest, handle: ClusterHandle) -> SkyClusterExecution:
+        cfg = task_config(request, handle)
+        execution = SkyClusterExecution(self, handle, cfg, request)
+        execution.begin()
+        return execution
+
+    def release(self, handle: ClusterHandle) -> None:
+        """`sky down` the attempt's SkyPilot cluster (frees the Slurm allocation); gone = fine."""
+        sdk = self._sdk()
+        name = sky_cluster_name(handle)
+        try:
+            request_id = sdk.down(name)
+        except Exception as e:  # noqa: BLE001
+            raise ProviderError(f"sky down {name} failed: {e}") from None
+        try:
+            sdk.get(request_id)
+        except Exception as e:  # noqa: BLE001
+            if "does not exist" in str(e) or "not found" in str(e).lower():
+                return
+            from launcher.executors.sky_server import request_log_tail
+
+            raise ProviderError(f"sky down {name} failed: {e}\n{request_log_tail(request_id)}") from None
+
+
+class SkyClusterExecution(Execution):
+    def __init__(self, executor: SkyClusterExecutor, handle: ClusterHandle, cfg: dict, request: ExecRequest) -> None:
+        self.executor = executor
+        self.handle = handle
+        self.cfg = cfg
+        self.request = request
+        self.cluster_name = sky_cluster_name(handle)
+        self.preemptible = handle.extra.get("preemptible") == "true"
+        self.phase = "launch"
+        self.job_id: int | None = None
+        self._request_id = None
+        self._status: str | None = None
+        self._error: str | None = None
+        self._cancelled = threading.Event()
+        self._notified = False
+        self._result: ExecResult | None = None
+        self._log_thread: threading.Thread | None = None
+        self._log = Path(request.run_dir) / "logs" / "rank-0.log"
+        self._thread = threading.Thread(target=self._drive, name=f"sky-{self.cluster_name}", daemon=True)
+
+    def begin(self) -> None:
+        self._log.parent.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+
+    # ---- background -------------------------------------------------------------------------
+    def _drive(self) -> None:
+        from launcher.executors.sky_server import request_log_tail
+
+        try:
+            sdk = self.executor._sdk()
+            task = sdk.Task.from_yaml_config(self.cfg)
+            if self._cancelled.is_set():
+                return
+            self._request_id = sdk.launch(task, cluster_name=self.cluster_name, retry_until_up=False)
+            job_id, _ = sdk.get(self._request_id)[:2]
+        except BaseException as e:  # noqa: BLE001 - surfaced through poll()
+            cause = request_log_tail(self._request_id)
+            self._error = f"SkyPilot launch failed: {type(e).__name__}: {e}" + (f"\nSkyPilot's log:\n{cause}" if cause else "")
+            return
+        self.job_id = job_id
+        self.phase = "run"
+        self._log_thread = threading.Thread(target=self._follow_logs, name=f"sky-logs-{self.cluster_name}", daemon=True)
+        self._log_thread.start()
+        unreachable = 0
+        while not self._cancelled.is_set():
+            try:
+                statuses = sdk.get(sdk.job_status(self.cluster_name, job_ids=[job_id]))
+                unreachable = 0
+            except Exception as e:  # noqa: BLE001 - the cluster is unreachable (allocation gone?)
+                unreachable += 1
+                if unreachable >= self.executor.unreachable_polls:
+                    self._error = f"SkyPilot cannot reach the cluster: {e}"
+                    self._status = "UNREACHABLE"
+                    return
+                time.sleep(self.executor.poll_interval_s)
+                continue
+            status = (statuses or {}).get(job_id)
+            name = str(getattr(status, "value", status)) if status is not None else "LOST"
+            if name not in _ACTIVE:
+                if self._log_thread is not None:
+                    self._log_thread.join(timeout=30)  # the log stream ends with the job
+                self._status = name
+                return
+            self._cancelled.wait(self.executor.poll_interval_s)
+
+    def _follow_logs(self) -> None:
+        try:
+            with open(self._log, "a", encoding="utf-8") as out:
+                self.executor._sdk().tail_logs(self.cluster_name, self.job_id, follow=True, output_stream=out)
+        except Exception as e:  # noqa: BLE001 - logs are a convenience; status comes from SkyPilot
+            with open(self._log, "a", encoding="utf-8") as out:
+                out.write(f"[launcher] log stream ended: {type(e).__name__}: {e}\n")
+
+    # ---- Execution ------------------------------------------------------------------------------
+    def poll(self) -> ExecResult | None:
+        if self._result is not None:
+            return self._result
+        if self._thread.is_alive():
+            return None
+        if self._cancelled.is_set():
+            self._result = self._finish(Outcome.CANCELLED, None, "cancelled")
+        elif self._status is None:
+            self._result = self._finish(Outcome.SETUP_FAILED if self._error else Outcome.CANCELLED, None, self._error or "", phase="setup")
+        else:
+            self._result = self._from_status(self._status)
+        return self._result
+
+    def wait(self, timeout_s: float | None = None) -> ExecResult | None:
+        self._thread.join(timeout=timeout_s)
+        return self.poll()
+
+    def stop(self, grace_s: float = DEFAULT_GRACE_SECONDS) -> ExecResult:
+        self._cancelled.set()
+        try:
+            sdk = self.executor._sdk()
+            if self.job_id is not None:
+                sdk.get(sdk.cancel(self.cluster_name, job_ids=[self.job_id]))
+            elif self._request_id is not None:
+                sdk.api_cancel(self._request_id)
+        except Exception:  # noqa: BLE001 - `release` (sky down) ends it either way
+            pass
+        self._thread.join(timeout=max(grace_s, 30.0))
+        if self._result is None:
+            self._result = self._finish(Outcome.CANCELLED, None, "cancelled")
+        return self._result
+
+    def notify_preemption(self, grace_s: float = DEFAULT_GRACE_SECONDS) -> None:
+        self._notified = True
+
+    @property
+    def process_groups(self) -> tuple[int, ...]:
+        return ()
+
+    # ---- classification ---------------------------------------------------------------------------
+    def exit_codes(self) -> dict[int, int]:
+        try:
+            text = self._log.read_text(errors="replace")
+        except OSError:
+            return {}
+        return {int(r): int(c) for r, c in EXIT_MARKER.findall(text)}
+
+    def _finish(self, outcome: Outcome, exit_code: int | None, detail: str, phase: str = "run") -> ExecResult:
+        if self._notified and outcome in (Outcome.FAILED, Outcome.NODE_LOST, Outcome.CANCELLED):
+            outcome = Outcome.PREEMPTED
+        return ExecResult(outcome, exit_code, phase, detail=detail)
+
+    def _from_status(self, name: str) -> ExecResult:
+        codes = self.exit_codes()
+        failing = next((c for _, c in sorted(codes.items()) if c != 0), None)
+        if name == "SUCCEEDED":
+            return self._finish(Outcome.SUCCEEDED, 0, "SkyPilot job SUCCEEDED")
+        if name == "FAILED_SETUP":
+            return self._finish(Outcome.SETUP_FAILED, None, "SkyPilot job FAILED_SETUP: the setup command failed", phase="setup")
+        if name == "CANCELLED":
+            return self._finish(Outcome.CANCELLED, None, "SkyPilot job CANCELLED")
+        if failing is None and len(codes) >= self.request.num_nodes:
+            # Every rank's command exited 0 and SkyPilot lost the job afterwards: the work is done.
+            return self._finish(Outcome.SUCCEEDED, 0, f"every rank exited 0 (SkyPilot job {name} afterwards)")
+        if failing == PREEMPTED_EXIT_CODE:
+            return self._finish(Outcome.PREEMPTED, failing, f"SkyPilot job {name}: the job checkpointed on a preemption notice")
+        if name == "FAILED" and failing is not None:
+            return self._finish(Outcome.FAILED, failing, f"SkyPilot job FAILED (exit {failing})")
+        # The driver or the allocation went away under the job.
+        why = self._error or f"SkyPilot job {name}"
+        if self.preemptible:
+            return self._finish(Outcome.PREEMPTED, None, f"{why} (preemptible cluster)")
+        return self._finish(Outcome.NODE_LOST, None, why)
