@@ -55,6 +55,7 @@ def run_detail(ledger, rec, *, now: datetime | None = None) -> dict:
         "seeds": rec.seeds,
         "data_hash": rec.data_hash,
         "host": rec.host,
+        "launcher_version": rec.launcher_version,
         "budget_usd": rec.budget_usd,
         "deadline_at": rec.deadline_at,
         "tags": rec.tags,

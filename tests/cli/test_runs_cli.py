@@ -49,12 +49,16 @@ def test_detach_then_logs_follow_then_show(tmp_path):
     assert show["state"] == "succeeded" and show["owner"] == "alice" and show["project"] == "proj-a"
     assert show["tags"]["project"] == "proj-a" and show["tags"]["run-id"] == run_id
     assert show["spec_hash"] and show["host"]
+    from launcher import __version__
+
+    assert show["launcher_version"] == __version__
     (a,) = show["attempt_rows"]
     assert (a["cloud"], a["num_nodes"], a["end_reason"], a["price_usd_per_hour"]) == ("local", 2, "completed", 0.0)
     controller = [e for e in show["events"] if e["kind"] == "controller"]
     assert controller[0]["data"]["mode"] == "detached"
     text = run_cli("runs", "show", run_id)
     assert text.returncode == 0 and "attempts" in text.stdout and "completed" in text.stdout
+    assert f"  launcher_version: {__version__}\n" in text.stdout, text.stdout
 
 
 def test_down_stops_a_running_detached_job(tmp_path):
