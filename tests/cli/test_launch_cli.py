@@ -211,7 +211,10 @@ def test_simulated_preemptions_recover_and_resume_from_checkpoint(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     starts = [int(line.split()[-1]) for line in lines if "resumes at" in line]
-    assert len(starts) == 3 and starts[0] == 0 and 0 < starts[1] < starts[2] < 30
+    # Non-decreasing, not strictly increasing: how far each attempt counts in its 0.5 s depends
+    # on machine load. That each resume continues from real progress is shown on a clock driven
+    # by the job's events in tests/integration/test_trace_real_job.py.
+    assert len(starts) == 3 and starts[0] == 0 and starts == sorted(starts) and starts[2] < 30
     assert lines[-1] == "done at 30"
     (run,) = ledger_runs()
     attempts = ledger_attempts(run.run_id)
