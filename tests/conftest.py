@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -139,18 +140,59 @@ def moto_server():
     yield from _serve(lambda port: [_venv_bin("moto_server"), "-H", "127.0.0.1", "-p", str(port)])
 
 
-@pytest.fixture
-def aws_env(moto_server, monkeypatch) -> str:
-    """Point boto3 (standard env vars) at the moto server with fake credentials; reset moto."""
-    import urllib.request
+_MOTO_ACCOUNTS = itertools.count(1)
 
+
+def fresh_moto_account(moto_server: str, monkeypatch) -> str:
+    """Point boto3 (standard env vars) at the moto server with credentials for an AWS account
+    of this test's own: nothing an earlier test left (instances, metrics, objects, Cost
+    Explorer results) is visible in it. moto gives STS AssumeRole into any account id
+    (docs/multi_account.rst); a fresh account costs one STS call, where `/moto-api/reset`
+    makes moto rebuild every backend (seconds per test on a loaded machine). Returns the id."""
+    import boto3
+
+    account = f"{(os.getpid() % 100_000) * 10_000_000 + next(_MOTO_ACCOUNTS):012d}"
+    sts = boto3.client(
+        "sts", endpoint_url=moto_server, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    creds = sts.assume_role(RoleArn=f"arn:aws:iam::{account}:role/test", RoleSessionName="test")["Credentials"]
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    req = urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST")
-    urllib.request.urlopen(req, timeout=10).read()
+    # boto3's default session (boto3.client(...)) caches the first credentials it saw: give
+    # this test one that reads its own.
+    boto3.setup_default_session(botocore_session=botocore_session())
+    return account
+
+
+_BOTO_LOADER = None
+
+
+def botocore_session():
+    """A fresh botocore session (credentials read anew from the environment) sharing one model
+    loader: parsing EC2's service model costs about a second per fresh loader."""
+    global _BOTO_LOADER
+    import botocore.session
+
+    core = botocore.session.Session()
+    if _BOTO_LOADER is None:
+        _BOTO_LOADER = core.get_component("data_loader")
+    core.register_component("data_loader", _BOTO_LOADER)
+    return core
+
+
+@pytest.fixture
+def aws_account(moto_server, monkeypatch) -> str:
+    """The id of this test's own moto account (see fresh_moto_account)."""
+    return fresh_moto_account(moto_server, monkeypatch)
+
+
+@pytest.fixture
+def aws_env(aws_account, moto_server) -> str:
+    """boto3 pointed at the moto server, in an account of this test's own. Yields the URL."""
     return moto_server
 
 

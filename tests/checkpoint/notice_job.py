@@ -13,11 +13,13 @@ def main(url: str) -> int:
     store = CheckpointStore(url)
     poller = notice.install()
     found = store.restore()
-    step = found.step if found else 0
+    step = found_step = found.step if found else 0
     print(json.dumps({"ready": step, "polling": poller.cloud if poller else None}), flush=True)
     while step < 100_000:
         time.sleep(0.005)  # one "training step"
         step += 1
+        if step == found_step + 1:  # the test's cue: the job has made progress
+            print(json.dumps({"stepped": step}), flush=True)
         if notice.requested():
             store.save(step, {"progress.json": json.dumps({"step": step}).encode()})
             print(json.dumps({"preempted_at": step, "source": notice.notice().source}), flush=True)

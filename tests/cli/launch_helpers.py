@@ -80,8 +80,8 @@ def ledger_attempts(run_id: str) -> list:
 
 
 def cli_inproc(capsys, *args: str) -> tuple[int, str, str]:
-    """Run the CLI in this process (for fast bad-input / dry-run checks): (exit code, out, err)."""
-    from launcher.cli.main import run
+    """The real console entry point in a forked child (tests/cli_child.py): (exit code, out, err)."""
+    from tests.cli_child import run
 
     capsys.readouterr()
     code = run(list(args))

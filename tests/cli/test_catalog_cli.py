@@ -56,7 +56,7 @@ def test_status_with_catalog_dir_and_snapshot(tmp_path):
 
 
 def test_refresh_bad_input(capsys):
-    from launcher.cli.main import run
+    from tests.cli_child import run
 
     assert run(["catalog", "refresh", "--schema", "v3"]) == 2
     assert "unsupported catalog schema 'v3'" in capsys.readouterr().err

@@ -211,7 +211,10 @@ def test_simulated_preemptions_recover_and_resume_from_checkpoint(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     starts = [int(line.split()[-1]) for line in lines if "resumes at" in line]
-    assert len(starts) == 3 and starts[0] == 0 and 0 < starts[1] < starts[2] < 30
+    # Non-decreasing, not strictly increasing: how far each attempt counts in its 0.5 s depends
+    # on machine load. That each resume continues from real progress is shown on a clock driven
+    # by the job's events in tests/integration/test_trace_real_job.py.
+    assert len(starts) == 3 and starts[0] == 0 and starts == sorted(starts) and starts[2] < 30
     assert lines[-1] == "done at 30"
     (run,) = ledger_runs()
     attempts = ledger_attempts(run.run_id)
@@ -318,21 +321,19 @@ def test_project_budget_in_budgets_yaml_refuses(tmp_path, monkeypatch, launcher_
     assert cli_inproc(capsys, "launch", str(other), "--dry-run")[0] == 0
 
 
-def test_local_backend_follows_a_spot_trace(tmp_path):
-    # One tick per 0.5 s: capacity for 2 ticks, gone for 2, then back for good.
+def test_spot_trace_flags_reach_the_local_backend(tmp_path):
+    # The flags' wiring only: a trace with capacity throughout makes the local offer simulated
+    # spot, and the job runs once to completion. Capacity coming and going with a real job is
+    # tests/integration/test_trace_real_job.py, on a clock that moves on the job's events (a
+    # wall-clock trace here would race the job's start on a loaded machine).
     trace = tmp_path / "trace.json"
-    trace.write_text('{"metadata": {"gap_seconds": 30}, "data": [0, 0, 0, 1, 1, 0]}')
-    spec = write_spec(tmp_path, counter_spec(40))
-    r = run_cli("launch", str(spec), "--yes", "--simulate-trace", str(trace), "--trace-speedup", "60")
+    trace.write_text('{"metadata": {"gap_seconds": 3600}, "data": [1, 0, 0]}')
+    spec = write_spec(tmp_path, counter_spec(5))
+    r = run_cli("launch", str(spec), "--yes", "--simulate-trace", str(trace), "--trace-start-tick", "1")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "done at 40"
+    assert r.stdout.splitlines()[-1] == "done at 5"
     (run,) = ledger_runs()
-    reasons = [a.end_reason for a in ledger_attempts(run.run_id)]
-    assert reasons[0] == "preempted" and reasons[-1] == "completed"
-    assert set(reasons[1:-1]) <= {"provision_failed"}  # retried while the trace had no capacity
-    starts = [int(line.split()[-1]) for line in r.stdout.splitlines() if "resumes at" in line]
-    assert starts[0] == 0 and starts[-1] > 0  # the second placement resumed from the checkpoint
-
+    assert [(a.spot, a.end_reason) for a in ledger_attempts(run.run_id)] == [(True, "completed")]
 
 def test_fewer_simulated_preemptions_than_asked_are_explained(tmp_path):
     # The job counts to 10 (about 0.5 s); preemptions due within 60 s of each start cannot land.

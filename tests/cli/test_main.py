@@ -6,7 +6,7 @@ import pytest
 import typer
 
 from launcher.cli.app import app
-from launcher.cli.main import run
+from tests.cli_child import run
 from launcher.errors import CredentialsError
 from tests.conftest import run_cli
 

@@ -97,7 +97,7 @@ def test_no_heavy_imports_on_offers_path(slices):
 )
 def test_bad_input_exit_2(slices, args, message, capsys):
     # In process through the same entry point as the console script (fast); one real subprocess below.
-    from launcher.cli.main import run
+    from tests.cli_child import run
 
     rc = run(["--catalog-dir", str(slices), "offers", *args])
     out, err = capsys.readouterr()

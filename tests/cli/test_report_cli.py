@@ -11,7 +11,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from launcher.cli.main import run
+from tests.cli_child import run
 from tests.conftest import run_cli
 from tests.report.conftest import build_hand_ledger
 

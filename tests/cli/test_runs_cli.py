@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -78,10 +77,9 @@ def test_down_stops_a_running_detached_job(tmp_path):
     job_pid = int(first.split()[-1])
     st = json.loads(run_cli("status", "--json").stdout)["runs"]
     assert [(s["run_id"], s["state"], s["controller"]) for s in st] == [(run_id, "running", "alive")]
-    t0 = time.monotonic()
     d = run_cli("down", run_id)
     assert d.returncode == 0, d.stderr
-    assert "controller stopped it" in d.stderr and time.monotonic() - t0 < 25
+    assert "controller stopped it" in d.stderr
     assert pid_gone(job_pid)
     assert "got-term" in logf()  # SIGTERM first: the job had its chance to clean up
     (run,) = runs_json()

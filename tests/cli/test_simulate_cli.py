@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from launcher.cli.main import run
+from tests.cli_child import run
 from tests.conftest import REPO, run_cli
 
 HOUR = 3600
@@ -121,6 +121,7 @@ def test_real_trace_with_optimum(shared_data, tmp_path):
         assert res.returncode == 0, res.stderr
         lines[policy] = [json.loads(x) for x in res.stdout.splitlines()]
     for rows in lines.values():
+        assert [r["case"] for r in rows] == [0, 1]  # one row per case: the loop below checks both
         for r in rows:
             assert r["met_deadline"] and r["finished"]
             assert r["omniscient_cost"] <= r["cost"] + 1e-6

@@ -48,7 +48,7 @@ def test_dry_run_json_plan_has_every_resource_with_tags(launcher_home, no_pulumi
 
 def test_dry_run_table_for_gcp_shows_the_label_mapping(capsys):
     # in-process (pulumi_gcp is already imported by the program tests; a subprocess pays ~2 s again)
-    from launcher.cli.main import run
+    from tests.cli_child import run
 
     rc = run(["infra", "preview", "--dry-run", "--cloud", "gcp", "--region", "us-central1", "--zone",
               "us-central1-a", "--instance-type", "n1-standard-8", "--gpus", "T4:1", "--on-demand",

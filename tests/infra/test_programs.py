@@ -27,6 +27,14 @@ def by_type(plan, typ):
     return [r for r in plan if r.type == typ]
 
 
+def each(plan, typ, n=2):
+    """The plan's resources of a type, asserting there are exactly n (the fixtures' node count),
+    so a loop over them cannot pass by running zero times."""
+    found = by_type(plan, typ)
+    assert len(found) == n, (typ, [r.name for r in plan])
+    return found
+
+
 def one(plan, typ):
     found = by_type(plan, typ)
     assert len(found) == 1, (typ, [r.name for r in plan])
@@ -70,7 +78,7 @@ def test_aws_resource_types_and_counts(aws_spot2):
 
 def test_aws_spot_instances_use_one_time_terminate_market_options(aws_spot2):
     _spec, plan = aws_spot2
-    for inst in by_type(plan, AWS_INSTANCE):
+    for inst in each(plan, AWS_INSTANCE):
         mo = inst.inputs["instanceMarketOptions"]
         assert mo["marketType"] == "spot"
         assert mo["spotOptions"] == {"spotInstanceType": "one-time", "instanceInterruptionBehavior": "terminate"}
@@ -103,7 +111,7 @@ def test_aws_every_taggable_resource_carries_all_tags_explicitly(aws_spot2):
     # billable: instances, their root volumes, the bucket
     billable = [r for r in plan if r.billable]
     assert sorted(r.type for r in billable) == sorted([AWS_INSTANCE] * 2 + ["aws:s3/bucket:Bucket"])
-    for inst in by_type(plan, AWS_INSTANCE):
+    for inst in each(plan, AWS_INSTANCE):
         assert spec.tags.items() <= inst.inputs["rootBlockDevice"]["tags"].items()
 
 
@@ -140,12 +148,13 @@ def test_aws_ssh_only_from_the_allowed_cidr(aws_spot2):
     assert (rule["protocol"], rule["fromPort"], rule["toPort"], rule["cidrBlocks"]) == ("tcp", 22, 22, [CIDR])
     others = [r for r in ingress if not r.get("cidrBlocks")]
     assert all(r.get("self") is True for r in others)  # intra-cluster only
-    for inst in by_type(plan, AWS_INSTANCE):
+    for inst in each(plan, AWS_INSTANCE):
         assert inst.inputs["vpcSecurityGroupIds"] == ["<vision-c1-sg.id>"]
 
 
 def test_aws_every_resource_uses_the_explicit_provider(aws_spot2):
     _spec, plan = aws_spot2
+    assert len([r for r in plan if not r.type.startswith("pulumi:providers:")]) >= 10  # vpc .. instances
     for r in plan:
         if not r.type.startswith("pulumi:providers:"):
             assert r.provider == "vision-c1-aws", r.name
@@ -195,7 +204,7 @@ def test_gcp_resource_types_and_counts(gcp_n1_spot2):
 
 def test_gcp_spot_scheduling(gcp_n1_spot2):
     _spec, plan = gcp_n1_spot2
-    for inst in by_type(plan, GCP_INSTANCE):
+    for inst in each(plan, GCP_INSTANCE):
         s = inst.inputs["scheduling"]
         assert s["provisioningModel"] == "SPOT"
         assert s["instanceTerminationAction"] == "DELETE"
@@ -210,7 +219,7 @@ def test_gcp_stop_termination_and_on_demand():
 
 def test_gcp_on_demand_is_standard_and_restarts(gcp_a2_od2):
     _spec, plan = gcp_a2_od2
-    for inst in by_type(plan, GCP_INSTANCE):
+    for inst in each(plan, GCP_INSTANCE):
         s = inst.inputs["scheduling"]
         assert s["provisioningModel"] == "STANDARD"
         assert "instanceTerminationAction" not in s
@@ -239,17 +248,17 @@ def test_gcp_labels_on_every_billable_resource(gcp_n1_spot2):
     for r in billable:
         assert labels.items() <= r.tags.items(), r.name
         assert all(is_valid_gcp_label(k, v) for k, v in r.tags.items())
-    for inst in by_type(plan, GCP_INSTANCE):
+    for inst in each(plan, GCP_INSTANCE):
         assert inst.inputs["bootDisk"]["initializeParams"]["labels"] == labels
         assert inst.inputs["bootDisk"]["autoDelete"] is True
 
 
 def test_gcp_gpus_as_guest_accelerators_only_where_not_built_in(gcp_n1_spot2, gcp_a2_od2):
     _spec, plan = gcp_n1_spot2
-    for inst in by_type(plan, GCP_INSTANCE):
+    for inst in each(plan, GCP_INSTANCE):
         assert inst.inputs["guestAccelerators"] == [{"type": "nvidia-tesla-v100", "count": 2}]
     _spec, plan = gcp_a2_od2
-    for inst in by_type(plan, GCP_INSTANCE):
+    for inst in each(plan, GCP_INSTANCE):
         assert "guestAccelerators" not in inst.inputs
 
 
@@ -272,7 +281,7 @@ def test_gcp_ssh_only_from_the_allowed_cidr(gcp_n1_spot2):
     assert ssh.inputs["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
     assert "sourceRanges" not in internal.inputs
     assert internal.inputs["sourceTags"] == internal.inputs["targetTags"] == [spec.prefix]
-    for inst in by_type(plan, GCP_INSTANCE):
+    for inst in each(plan, GCP_INSTANCE):
         assert inst.inputs["tags"] == [spec.prefix]
         assert inst.inputs["metadata"]["ssh-keys"] == f"ubuntu:{PUBKEY}"
 

@@ -84,14 +84,12 @@ def test_invalid_download_does_not_replace_cache(served, tmp_path):
 
 def test_every_request_times_out(data_dir, tmp_path):
     root = serve_layout(data_dir, tmp_path / "www")
+    # The server answers after 3 s; a request without the 0.3 s timeout would succeed, so a
+    # "Timeout" failure is what shows the timeout cut it (no wall-clock assert: load varies).
     with StaticServer(root, delay_s=3.0) as srv:
-        import time
-
-        t0 = time.monotonic()
         res = refresh_catalogs(
             base_url=srv.url + "/catalogs", cache_dir=tmp_path / "c", clouds=["aws"], advisor_url=None, timeout_s=0.3
         )
-        assert time.monotonic() - t0 < 2.5
     assert not res.results[0].ok and "Timeout" in res.results[0].detail
 
 

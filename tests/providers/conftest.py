@@ -1,6 +1,6 @@
 """Harnesses that put each provider in front of its most faithful local backend:
 
-* aws  -> the real boto3 client against a real moto_server process (session-scoped, reset per test)
+* aws  -> the real boto3 client against a real moto_server process (session-scoped; each test in a moto account of its own)
 * gcp  -> the real google-cloud-compute REST client against tests/providers/gce_server.py
 * fake -> launcher.providers.fake.FakeProvider in memory
 
@@ -210,33 +210,13 @@ def gce(gce_server):
 
 
 AWS_REGIONS = ("us-east-1", "us-west-2")
-_BOTO_SESSION = None
 
 
 @pytest.fixture
-def aws_clean(moto_server, monkeypatch) -> str:
-    """Like tests/conftest.py's aws_env, but instead of resetting moto (which makes moto rebuild
-    each region's backend, seconds per test on a busy machine) terminate what earlier tests left
-    running. Listings only ever show live instances, and CloudWatch series are keyed by fresh ids."""
-    import boto3
-
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    for region in AWS_REGIONS:
-        ec2 = boto3.client("ec2", region_name=region)
-        live = [
-            i["InstanceId"]
-            for r in ec2.describe_instances(
-                Filters=[{"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}]
-            )["Reservations"]
-            for i in r["Instances"]
-        ]
-        if live:
-            ec2.terminate_instances(InstanceIds=live)
-    return moto_server
+def aws_clean(aws_env) -> str:
+    """boto3 against moto in an account of this test's own (tests/conftest.py): listings without
+    a filter see only what this test made, and metrics and objects start empty."""
+    return aws_env
 
 
 def make_aws(request) -> AwsHarness:
@@ -244,15 +224,18 @@ def make_aws(request) -> AwsHarness:
     from launcher.providers.aws import AwsProvider
 
     # page_size=5 (EC2's minimum) so listings of a few reservations cross page boundaries.
-    # One boto3 session for the whole run: parsing EC2's service model costs ~1 s per session.
-    global _BOTO_SESSION
-    if _BOTO_SESSION is None:
-        import boto3
+    # A session per test: its credentials are this test's own account.
+    import boto3
 
-        _BOTO_SESSION = boto3.Session()
+    from tests.conftest import botocore_session
+
+    session = boto3.Session(botocore_session=botocore_session())
+    # Resolve the credentials now: a boto3 session is not thread-safe, and the provider's
+    # parallel region listing would otherwise race on the session's first credential lookup.
+    assert session.get_credentials() is not None
     provider = AwsProvider(
-        regions=list(AWS_REGIONS), page_size=5, max_attempts=2, retry_mode="standard", session=_BOTO_SESSION
-    )
+        regions=list(AWS_REGIONS), page_size=5, max_attempts=2, retry_mode="standard", session=session
+    )  # fmt: skip
     return AwsHarness("aws", provider, AWS_REGIONS)
 
 

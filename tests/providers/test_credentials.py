@@ -45,9 +45,9 @@ def test_aws_nothing_found(bare_env):
     assert not st.enabled and "no credentials" in st.source
 
 
-def test_aws_verify_asks_sts_whose_they_are(aws_env):
+def test_aws_verify_asks_sts_whose_they_are(aws_env, aws_account):
     st = AwsProvider().credentials(verify=True)
-    assert st.enabled and st.account == "123456789012"  # moto's account
+    assert st.enabled and st.account == aws_account  # the account this test assumed a role in
     assert "environment variables" in st.source and aws_env in st.source
 
 

@@ -93,7 +93,12 @@ def test_dry_run_changes_nothing(world):
         calls_before = len(fake.calls)
         rep = run_pass(POLICY, {"fake": fake}, led, now=T0, dry_run=True, sleep=lambda s: None)
         assert by_id(rep)[ids["idle"]].decision == "act"  # it says what it would do ...
-        assert by_id(rep)[ids["idle"]].estimated_saving_usd is None or by_id(rep)[ids["idle"]].estimated_saving_usd >= 0
+        assert by_id(rep)[ids["idle"]].estimated_saving_usd is None  # no price known: none guessed
+        # With a price: a day of it (the nightly pass's horizon), $1.25/h x 24 h.
+        priced = run_pass(POLICY, {"fake": fake}, led, now=T0, dry_run=True, sleep=lambda s: None,
+                          price_lookup=lambda inst: 1.25)  # fmt: skip
+        assert by_id(priced)[ids["idle"]].estimated_saving_usd == pytest.approx(30.0)
+        assert by_id(priced)[ids["idle"]].hourly_price_usd == 1.25
         after = {i.instance_id: (i.state, dict(i.tags)) for i in fake.list_instances()}
         assert after == before  # ... but does nothing
         mutating = [c for c in fake.calls[calls_before:] if c[0] in ("terminate_instance", "stop_instance", "tag_instance")]

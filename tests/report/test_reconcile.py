@@ -20,9 +20,13 @@ NOV = month_window("2026-11")
 
 
 def seed_cost_explorer(endpoint: str, results: list[dict]) -> None:
+    """Seed Cost Explorer in the account the current credentials belong to (each test has its own)."""
+    import boto3
+
+    account = boto3.client("sts").get_caller_identity()["Account"]
     req = urllib.request.Request(
         f"{endpoint}/moto-api/static/ce/cost-and-usage-results",
-        data=json.dumps({"results": results}).encode(),
+        data=json.dumps({"results": results, "account_id": account}).encode(),
         headers={"Content-Type": "application/json"},
         method="POST",
     )
