@@ -177,14 +177,26 @@ def validate_tags(tags: Mapping[str, str]) -> None:
     problems = []
     for k, v in tags.items():
         if not (1 <= len(k) <= 128) or not _AWS_TAG_CHARS.match(k) or k.lower().startswith("aws:"):
-            problems.append(f"key {k!r}")
+            problems.append(f"key {k!r}" + _bad_chars(k))
         elif len(v) > 256 or not _AWS_TAG_CHARS.match(v):
-            problems.append(f"{k}={v!r}")
+            problems.append(f"{k}={v!r}" + (_bad_chars(v) or " is longer than 256 characters"))
     if problems:
         raise InfraInputError(
-            "invalid tags: " + ", ".join(problems),
-            hint="tags may hold letters, digits, spaces and _ . : / = + - @ (keys <= 128, values <= 256 chars; no aws: prefix)",
+            "invalid tags: " + "; ".join(problems),
+            hint=AWS_TAG_RULE + "; " + GCP_LABEL_RULE,
         )
+
+
+AWS_TAG_RULE = (
+    "AWS tag keys and values accept letters of any language, digits, spaces and _ . : / = + - @ "
+    "(keys up to 128 characters without an `aws:` prefix, values up to 256)"
+)
+GCP_LABEL_RULE = "GCP labels are made from the same tags: lowercased, and any other character becomes '-'"
+
+
+def _bad_chars(text: str) -> str:
+    bad = sorted({c for c in text if not _AWS_TAG_CHARS.match(c)})
+    return (" has " + " ".join(repr(c) for c in bad) + (" (not allowed)" if bad else "")) if bad else ""
 
 
 # ---- GCP labels ------------------------------------------------------------------------------

@@ -157,6 +157,15 @@ def launch(
             require_spec_tags(loaded)
             raise preflight.refusal(e) from None
         raise
+    from launcher.planning.cloud_resources import cloud_tags
+
+    # Mandatory tags and their characters are checked before anything is printed (a dry run too:
+    # the launch it describes would be refused); a budget refusal still takes precedence.
+    try:
+        tags = cloud_tags(loaded, plan, run_id=prov.run_id, created_at=prov.created_at)
+    except LauncherError:
+        plan.budget.enforce()
+        raise
     if not as_json:
         for line in plan_lines(plan, forced_clouds=clouds):
             info(line)
@@ -167,10 +176,6 @@ def launch(
         for line in _local_mount_warnings(loaded, plan):
             info(line)
     plan.budget.enforce()
-    from launcher.planning.cloud_resources import cloud_tags
-
-    # Mandatory tags are checked for a dry run too: the launch it describes would be refused.
-    tags = cloud_tags(loaded, plan, run_id=prov.run_id, created_at=prov.created_at)
     if dry_run:
         _dry_run_resources(loaded, plan, tags, ssh_cidr=ssh_cidr, as_json=as_json)
         return

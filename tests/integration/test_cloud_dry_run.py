@@ -239,3 +239,22 @@ def test_json_needs_dry_run(launcher_home, capsys):
     code, out, err = cli_inproc(capsys, "launch", TRAIN, "--json", "--yes")
     assert code == 2 and "--json goes with --dry-run" in err and out == ""
     assert state_files(launcher_home) == []
+
+
+def test_tags_are_checked_before_the_plan_is_printed_and_name_the_characters(tmp_path, launcher_home):
+    text = (REPO / "task_specs" / "train.yaml").read_text()
+    bad = re.sub(r"^  owner: .*\n", "  owner: \"Zoë O'Brien\"\n", text, flags=re.M)
+    assert bad != text
+    spec = tmp_path / "train.yaml"
+    spec.write_text(bad)
+    shutil.copy(REPO / "task_specs" / "train.py", tmp_path / "train.py")
+    r = run_cli("launch", str(spec), "--cloud", "aws", "--dry-run")
+    assert r.returncode == 2, r.stderr
+    assert "owner=\"Zoë O'Brien\" has \"'\" (not allowed)" in r.stderr, r.stderr
+    assert "letters of any language" in r.stderr and "lowercased" in r.stderr
+    assert "expected $" not in r.stderr and "rank" not in r.stderr.lower() and r.stdout == ""  # nothing of the plan
+    assert state_files(launcher_home) == []
+    # A letter of any language is a valid AWS tag value: the same owner without the apostrophe passes.
+    spec.write_text(re.sub(r"^  owner: .*\n", "  owner: \"Zoë OBrien\"\n", text, flags=re.M))
+    r = run_cli("launch", str(spec), "--cloud", "aws", "--dry-run")
+    assert r.returncode == 0, r.stderr
