@@ -69,8 +69,10 @@ def preview_cmd(
     from launcher.cli.app import GLOBALS
     from launcher.cli.infra_checks import check_flags
 
-    check_flags(cloud=cloud, region=region, zone=zone, instance_type=instance_type, gpus=_parse_gpus(gpus),
-                catalog_dir=GLOBALS.catalog_dir)  # fmt: skip
+    from launcher.cli.infra_options import parse_cluster_gpus
+
+    check_flags(cloud=opts.cloud, region=opts.region, zone=opts.zone, instance_type=opts.instance_type,
+                gpus=parse_cluster_gpus(opts.gpus), catalog_dir=GLOBALS.catalog_dir)  # fmt: skip
     if not dry_run:
         require_pulumi("launcher infra preview")
     spec = opts.to_spec()

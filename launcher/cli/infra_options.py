@@ -104,7 +104,7 @@ def with_cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _parse_gpus(value: str | None) -> tuple[str | None, int]:
+def parse_cluster_gpus(value: str | None) -> tuple[str | None, int]:
     """One GPU shape (or none), parsed by `pricing.gpus.parse_gpus`."""
     if not value or value.lower() == "none":
         return None, 0
@@ -140,7 +140,7 @@ def _spec_from_options(o: ClusterOptions):
         ),
         now=now,
     )
-    accelerator, count = _parse_gpus(gpus)
+    accelerator, count = parse_cluster_gpus(gpus)
     extra = {}
     if aws_endpoint:
         if cloud != "aws":

@@ -10,6 +10,8 @@ recovers, the weights are bit-identical).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -17,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,11 +45,37 @@ def _cluster_up() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _one_at_a_time(timeout_s: float = 3600.0):
+    """An exclusive lock on the one Slurm node for this module's fixture and tests. xdist may
+    still hand this module's tests to two workers; the second waits here (bounded) instead of
+    sharing the node and the SkyPilot API server the first one stops at its end."""
+    with open("/tmp/gpu-launcher-local-slurm-tests.lock", "w") as f:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"waited {timeout_s:.0f}s for the local Slurm cluster held by another test worker")
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="module")
-def slurm_env(tmp_path_factory) -> dict:
+def slurm_env(tmp_path_factory) -> Iterator[dict]:
     why = _cluster_up()
     if why:
         pytest.skip(why)
+    with _one_at_a_time():
+        yield from _slurm_env(tmp_path_factory)
+
+
+def _slurm_env(tmp_path_factory) -> Iterator[dict]:
     home = tmp_path_factory.mktemp("slurm-launcher-home")
     env = {
         **os.environ,
