@@ -6,6 +6,28 @@ import os
 from pathlib import Path
 
 
+_user_umask: int | None = None
+
+
+def make_state_private() -> None:
+    """State is private whatever the caller's umask: dirs 0700, files 0600 (jobs inherit it, so
+    the checkpoints a resumed job loads cannot be replaced by another local user). The caller's
+    umask is kept for files made for the user to share (reports)."""
+    global _user_umask
+    previous = os.umask(0o077)
+    if _user_umask is None:
+        _user_umask = previous
+
+
+def user_umask() -> int:
+    """The umask the user ran us with (before make_state_private)."""
+    if _user_umask is not None:
+        return _user_umask
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def home() -> Path:
     return Path(os.environ.get("LAUNCHER_HOME") or Path.home() / ".launcher").expanduser()
 

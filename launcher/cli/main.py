@@ -52,9 +52,9 @@ def _debug_requested(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
-    # State is private whatever the caller's umask: dirs 0700, files 0600 (jobs inherit it, so
-    # the checkpoints a resumed job loads cannot be replaced by another local user).
-    os.umask(0o077)
+    from launcher import paths
+
+    paths.make_state_private()
     argv = hoist_global_options(argv)
     try:
         rv = app(args=argv, prog_name="launcher", standalone_mode=False)

@@ -135,11 +135,7 @@ def write(result: ReportResult, fmt: str, output: Path) -> int:
     from launcher.atomic import atomic_write_bytes
 
     data = render(result, fmt)
-    atomic_write_bytes(output, data, mode=0o666 & ~_umask())  # a file for the user, as open() makes
+    from launcher.paths import user_umask
+
+    atomic_write_bytes(output, data, mode=0o666 & ~user_umask())  # a file for the user, as open() makes
     return len(data)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -237,7 +237,7 @@ def test_production_registry_and_reaper_do_not_list_the_fake(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["['aws', 'gcp', 'local']", "refused ValidationError"]
+    assert out.stdout.splitlines() == ["['aws', 'gcp', 'kubernetes', 'local', 'slurm', 'ssh']", "refused ValidationError"]
 
 
 def test_aws_idle_signals_batch_across_several_get_metric_data_calls(aws_env):
