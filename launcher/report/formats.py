@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
