@@ -33,9 +33,13 @@ def run_process_groups(run_id: str) -> set[int]:
 
     This finds a run's job processes even when the controller died between spawning them and
     writing procs.json (every rank's environment carries the run id)."""
-    needle = f"LAUNCHER_RUN_ID={run_id}".encode()
+    return all_run_process_groups().get(run_id, set())
+
+
+def all_run_process_groups() -> dict[str, set[int]]:
+    """run id -> process groups of live processes carrying LAUNCHER_RUN_ID (ours excluded)."""
     own = os.getpgrp()
-    found: set[int] = set()
+    found: dict[str, set[int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not entry.isdigit():
             continue
@@ -45,6 +49,7 @@ def run_process_groups(run_id: str) -> set[int]:
             pgid = os.getpgid(int(entry))
         except (OSError, ProcessLookupError):
             continue
-        if needle in env and pgid != own:
-            found.add(pgid)
+        for item in env:
+            if item.startswith(b"LAUNCHER_RUN_ID=") and pgid != own:
+                found.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), set()).add(pgid)
     return found

@@ -118,21 +118,9 @@ def _check_runs(led, repair: bool) -> list[Finding]:
 
 def _run_ids_of_processes() -> dict[str, set[int]]:
     """run id -> process groups of live processes carrying LAUNCHER_RUN_ID."""
-    own = os.getpgrp()
-    found: dict[str, set[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            pgid = os.getpgid(int(entry))
-        except (OSError, ProcessLookupError):
-            continue
-        for item in env:
-            if item.startswith(b"LAUNCHER_RUN_ID=") and pgid != own:
-                found.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), set()).add(pgid)
-    return found
+    from launcher.procfs import all_run_process_groups
+
+    return all_run_process_groups()
 
 
 def _check_processes(led, repair: bool) -> list[Finding]:
