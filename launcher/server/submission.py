@@ -50,19 +50,18 @@ class _SubmittedSpec(LoadedSpec):
 
 
 def _tar_workdir(workdir: Path) -> bytes:
-    """The workdir as `launch` would copy it (same ignore list), as a gzipped tar."""
-    import os
-
-    from launcher.controller.runner import COPY_IGNORE
+    """The workdir as `launch` would copy it (same rules: no links followed, no special files,
+    never LAUNCHER_HOME), as a gzipped tar."""
+    from launcher import paths
+    from launcher.spec.workdir import walk_workdir
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for dirpath, dirnames, filenames in os.walk(workdir):
-            ignored = COPY_IGNORE(dirpath, dirnames + filenames)
-            dirnames[:] = sorted(d for d in dirnames if d not in ignored)
-            for name in [*dirnames, *sorted(f for f in filenames if f not in ignored)]:
-                p = Path(dirpath) / name
-                tar.add(p, arcname=str(p.relative_to(workdir)), recursive=False)
+
+        def add(rel: str, kind: str) -> None:
+            tar.add(workdir / rel, arcname=rel, recursive=False)
+
+        walk_workdir(workdir, excluded=[paths.home()], on_entry=add)
     data = buf.getvalue()
     if len(data) > MAX_WORKDIR_BYTES:
         raise BadInputError(

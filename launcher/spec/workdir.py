@@ -101,6 +101,14 @@ def check_workdir(workdir: Path, *, excluded: list[Path]) -> WorkdirScan:
     return scan
 
 
+def walk_workdir(workdir: Path, *, excluded: list[Path], on_entry) -> WorkdirScan:
+    """`on_entry(rel, kind)` for every entry a copy of the workdir keeps (kind: dir | file | link),
+    by the same rules and limits as `copy_workdir`."""
+    scan = WorkdirScan()
+    _walk(workdir, _real(excluded), scan, on_entry)
+    return scan
+
+
 def copy_workdir(workdir: Path, dest: Path, *, excluded: list[Path]) -> WorkdirScan:
     """Copy the workdir into `dest` (created 0700): regular files, directories and links as
     links; special files, the launcher's home and SKIP_DIRS are left out."""
