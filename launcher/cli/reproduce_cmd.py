@@ -26,11 +26,11 @@ def reproduce(
     cloud: list[str] = typer.Option([], "--cloud", metavar="CLOUD", help="Only these clouds (default: where the recorded run completed)."),
 ) -> None:
     """Relaunch a recorded run: same spec, code revision, lockfile, seeds and data."""
-    from launcher.cli.launch_cmd import _clouds, _local_offer, _run_foreground
+    from launcher.cli.launch_cmd import _clouds, _run_foreground
     from launcher.cli.render import info
     from launcher.controller.runner import LaunchOptions, prepare_run
     from launcher.ledger import Ledger
-    from launcher.planning import Overrides, make_plan
+    from launcher.planning import Overrides, local_offer, make_plan
     from launcher.spec.provenance import collect_provenance
     from launcher.tracking.reproduce import prepare_reproduction, recorded_weights
 
@@ -44,7 +44,7 @@ def reproduce(
             info(f"reproducing run {orig.run_id}: revision {orig.code_revision[:12]} checked out in {source.worktree}")
             clouds = _clouds(cloud) or ((source.cloud,) if source.cloud else None)
             plan = make_plan(source.loaded, overrides=Overrides(clouds=clouds), catalog_dir=GLOBALS.catalog_dir,
-                             local_offer=_local_offer(False))  # fmt: skip
+                             local_offer=local_offer(simulated=False, simulate_price=None))  # fmt: skip
             plan.budget.enforce()
             prov = collect_provenance(source.loaded)
             new_id = prepare_run(source.loaded, plan, LaunchOptions(), ledger, prov)
