@@ -185,4 +185,6 @@ def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, 
     if not has_deadline or recovery.name != "deadline-aware":
         return None
     spots = {_key(s.offer) for s in ranked if s.offer.spot}
+    if not spots:
+        return None  # nothing to wait for or move to: the recovery policy places on-demand at once
     return get_placement_policy("multi-zone" if len(spots) > 1 else "deadline-aware")

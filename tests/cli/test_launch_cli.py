@@ -349,3 +349,14 @@ def test_all_asked_preemptions_say_nothing_more(tmp_path):
     r = run_cli("launch", str(spec), "--yes", "--simulate-preemptions", "0.5,0.5", "--grace-seconds", "5")
     assert r.returncode == 0, r.stderr
     assert "simulated preemptions:" not in r.stderr
+
+
+def test_a_deadline_with_only_on_demand_offers_starts_at_once(tmp_path):
+    # No spot offer in the plan: the placement policy has nothing to wait for, so the job runs now
+    # (it once waited for spot capacity that could never exist until the deadline's slack ran out).
+    spec = write_spec(tmp_path, counter_spec(5, "launcher: {deadline: 6h, expected_hours: 0.01}\n        resources: {infra: local}"))
+    r = run_cli("launch", str(spec), "--yes", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "done at 5"
+    (run,) = ledger_runs()
+    assert [(a.spot, a.end_reason) for a in ledger_attempts(run.run_id)] == [(False, "completed")]
