@@ -39,11 +39,11 @@ def register(provider: str, target: str) -> None:
 def executor_for(provider: str, *, provider_for=None, **kwargs) -> Executor:
     """The executor for clusters of `provider` (local -> LocalExecutor, clouds -> sky).
 
-    `provider_for(cloud)`: the providers a remote executor asks whether a lost node was
-    reclaimed by the cloud (the local executor needs none)."""
+    `provider_for(cloud)`: the providers the SkyPilot executor on our clusters asks whether a
+    lost node was reclaimed by the cloud (local and declared-cluster executors need none)."""
     target = _EXECUTORS.get(provider) or _EXECUTORS.get(_DEFAULT_REMOTE)
-    if provider_for is not None and target != _EXECUTORS.get("local"):
-        kwargs["provider_for"] = provider_for
+    if provider_for is not None and target == _EXECUTORS.get(_DEFAULT_REMOTE):
+        kwargs["provider_for"] = provider_for  # only SkyPilot on our own clusters asks the cloud
     if target is None:
         raise ProviderError(
             f"no executor can run jobs on {provider!r} clusters yet",

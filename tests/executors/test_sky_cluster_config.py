@@ -78,3 +78,18 @@ def test_wrapper_survives_sigterm_and_reports_the_jobs_own_code(tmp_path: Path) 
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 75
     assert EXIT_MARKER.findall(out) == [("0", "75")]
+
+
+def test_the_controller_gets_the_cluster_executor_for_declared_clusters():
+    # The controller hands every executor_for call its provider lookup; only SkyPilot on our own
+    # (cloud) clusters takes it, so declared clusters must still get their executor.
+    from launcher.executors import executor_for
+    from launcher.executors.local import LocalExecutor
+    from launcher.executors.sky_cluster import SkyClusterExecutor
+
+    def lookup(cloud):
+        raise AssertionError("not asked at construction")
+
+    for kind in ("slurm", "kubernetes", "ssh"):
+        assert isinstance(executor_for(kind, provider_for=lookup), SkyClusterExecutor)
+    assert isinstance(executor_for("local", provider_for=lookup), LocalExecutor)
