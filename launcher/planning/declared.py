@@ -10,6 +10,7 @@ from launcher.clusters import CLUSTER_KINDS, ClustersFile, load_clusters
 from launcher.clusters.offers import Reachability, reachability_all, scored_offers
 from launcher.errors import NoOfferError
 from launcher.providers.base import CredentialStatus
+from pricing.errors import NoOfferError as NothingRanked
 from pricing.models import OfferQuery, ScoredOffer
 
 
@@ -46,11 +47,11 @@ def with_declared(
         mine = scored_offers(clusters, replace(query, clouds=kinds), reach)
         rest = tuple(c for c in clouds if c not in CLUSTER_KINDS)
         theirs: list[ScoredOffer] = []
-        error: NoOfferError | None = None
+        error: NoOfferError | NothingRanked | None = None
         if rest:
             try:
                 theirs = rank_catalog(replace(query, clouds=rest))
-            except NoOfferError as e:
+            except (NoOfferError, NothingRanked) as e:  # the catalog's own error or ours
                 error = e
         if not mine and not theirs:
             if error is not None and not any(c.kind in kinds for c in clusters.clusters):
