@@ -44,7 +44,7 @@ from launcher.ledger.records import (
     RunState,
 )
 from launcher.planning.plan import Plan
-from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver
+from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
 from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider, SpotCapacity
 from launcher.spec.models import TaskSpec
@@ -629,7 +629,9 @@ class Controller:
         return DecisionState(
             elapsed_hours=elapsed_s / 3600.0,
             work_done_hours=done_s / 3600.0,
-            work_total_hours=self.job.plan.work_hours,
+            work_total_hours=estimated_total_hours(
+                self.job.plan.work_hours, done_s / 3600.0, self.d.placement_gap_hours or self.d.placement_tick_s / 3600.0
+            ),
             deadline_hours=self.job.spec.launcher.deadline_hours,
             restart_overhead_hours=self.d.restart_overhead_hours,
             current=Choice.NONE,

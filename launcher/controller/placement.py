@@ -32,6 +32,12 @@ from pricing.models import Offer, ScoredOffer
 PLACEMENT_EVENT = "placement"
 
 
+def estimated_total_hours(work_hours: float, done_hours: float, step_hours: float) -> float:
+    """The work is an estimate; the job is done when it exits. Past the estimate, one more step
+    of work is always left, so a policy never idles an unfinished job as done."""
+    return max(work_hours, done_hours + step_hours)
+
+
 def _key(o: Offer) -> tuple:
     return (o.cloud, o.region, o.zone, o.instance_type, o.spot)
 
@@ -114,9 +120,7 @@ class PlacementDriver:
         sp = self.zones[0].offer.price_usd_per_hour if self.zones else None
         od = self.on_demand.offer.price_usd_per_hour if self.on_demand else None
         done_h = work_done_s / 3600.0
-        # The work is an estimate; the job is done when it exits. Past the estimate, one more
-        # tick (or minute) of work is always left, so the policy never idles a running job as done.
-        total_h = max(self.work_hours, done_h + (self.gap_hours or self.tick_s / 3600.0))
+        total_h = estimated_total_hours(self.work_hours, done_h, self.gap_hours or self.tick_s / 3600.0)
         return DecisionState(
             elapsed_hours=elapsed_s / 3600.0,
             work_done_hours=done_h,

@@ -274,6 +274,25 @@ def test_deadline_aware_policy_from_the_registry_gets_a_decision_state(ledger, t
     assert state.spot_price_usd_per_hour == 1.0 and state.on_demand_price_usd_per_hour is None
 
 
+def test_deadline_aware_recovery_past_the_estimate_places_at_once_instead_of_waiting_as_done(ledger, tmp_path):
+    # The job ran longer than the plan's estimate (1 h) before its node was lost: the estimate is
+    # spent but the job is not done, so the policy must place it again, not wait for "done".
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 600.0  # every look at the clock is 10 min later: the attempt runs past 1 h
+        return now[0]
+
+    job = make_job(ledger, tmp_path, spec_text="run: x\nlauncher: {deadline: 12h, expected_hours: 1}\n")
+    executor = ScriptedExecutor([lambda: ScriptedExecution(Outcome.NODE_LOST, exit_code=None, polls_before_end=3), _ok])
+    policy = recovery_policy(None, has_deadline=True)
+    result = Controller(job, make_deps(ledger, ScriptedProvider(), executor, policy=policy, clock=clock)).run()
+    assert result.state == "succeeded"
+    recs = [e.data for e in ledger.events(job.run_id, kind="recovery")]
+    assert recs and all(r.get("decision") != "wait" for r in recs), recs
+    assert [a.end_reason for a in ledger.attempts(job.run_id)] == ["node_lost", "completed"]
+
+
 def test_image_runtime_is_recorded(ledger, tmp_path):
     job = make_job(ledger, tmp_path, spec_text="resources: {image_id: 'docker:ubuntu:22.04'}\nrun: x\n")
     Controller(job, make_deps(ledger, ScriptedProvider(), ScriptedExecutor([_ok]))).run()
