@@ -59,3 +59,20 @@ def test_lint_imports_fails_on_an_added_cycle(tmp_path):
     assert res.returncode != 0
     assert "no import cycles between sibling modules in any folder BROKEN" in res.stdout
     assert "No cycles are allowed in pricing." in res.stdout
+
+
+def test_every_launcher_module_is_in_a_layer():
+    """A module outside every layer escapes the layer rules: each top-level package and module of
+    `launcher` must be named in the layers contract."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [layers] = [c for c in conf["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    named = {m.strip() for layer in layers["layers"] for m in layer.split(":")}
+    here = {
+        f"launcher.{p.stem}"
+        for p in (ROOT / "launcher").iterdir()
+        if p.name != "__init__.py" and not p.name.startswith((".", "__")) and (p.suffix == ".py" or (p / "__init__.py").exists())
+    }
+    assert here, "no modules found under launcher/"
+    assert here - named == set()
