@@ -44,6 +44,7 @@ from launcher.ledger.records import (
     RunState,
 )
 from launcher.planning.plan import Plan
+from launcher.controller.observer import RunObserver
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
 from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider, SpotCapacity
@@ -99,7 +100,7 @@ class ControllerDeps:
     placement_gap_hours: float = 0.0
     # Told when this controller takes the run and lets go of it (`run_started()`,
     # `run_ended(state)`), e.g. the experiment tracker following the job's output.
-    observer: object | None = None
+    observer: RunObserver | None = None
 
 
 def default_budget_stop(ledger: LedgerReader, run_id: str) -> str | None:

@@ -366,3 +366,10 @@ def test_cluster_request_carries_spec_and_launch_settings(ledger, tmp_path):
     (req,) = provider.provisioned
     assert (req.num_nodes, req.image_id, req.disk_size_gib, req.ssh_allowed_cidr) == (2, "docker:img", 200, "203.0.113.7/32")
     assert req.offer == OFFERS[0] and req.cluster == f"{job.run_id}-c1"
+
+
+def test_the_tracking_session_is_a_run_observer():
+    from launcher.controller.observer import RunObserver
+    from launcher.tracking.session import TrackingSession
+
+    assert issubclass(TrackingSession, RunObserver)
