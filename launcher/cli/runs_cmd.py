@@ -275,13 +275,6 @@ def down(
     from launcher.controller.cleanup import down_target
     from launcher.providers import registry
 
-    providers: dict = {}
-
-    def provider_for(cloud: str):
-        if cloud not in providers:
-            providers[cloud] = registry.get(cloud)
-        return providers[cloud]
-
     with _need_ledger() as led:
-        result = down_target(led, target, provider_for, wait_s=wait_seconds)
+        result = down_target(led, target, registry.lookup(), wait_s=wait_seconds)
     info(f"{result.run_id or target}: {result.state} ({result.how})")

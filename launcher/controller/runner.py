@@ -152,14 +152,7 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger: LedgerReader, ex
     )
     prices = SimulatedPrices.parse(opts.simulate_price) if opts.simulate_price else None
     local = LocalProvider(schedule, trace=trace, placements_before=previous_local, prices=prices)
-    cache: dict[str, object] = {"local": local}
-
-    def provider_for(cloud: str):
-        if cloud not in cache:
-            cache[cloud] = registry.get(cloud)
-        return cache[cloud]
-
-    return provider_for
+    return registry.lookup({"local": local})
 
 
 def preemption_shortfall(run_id: str, ledger) -> str | None:

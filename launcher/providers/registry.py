@@ -35,3 +35,15 @@ def get(name: str, **kwargs) -> Provider:
         raise UnknownNameError("provider", name, _PROVIDERS)
     module, cls = _PROVIDERS[name].split(":")
     return getattr(importlib.import_module(module), cls)(**kwargs)
+
+
+def lookup(known: dict[str, Provider] | None = None):
+    """`cloud -> Provider`, each made once on first use (`known` seeds it, e.g. a configured local)."""
+    cache: dict[str, Provider] = dict(known or {})
+
+    def provider_for(cloud: str) -> Provider:
+        if cloud not in cache:
+            cache[cloud] = get(cloud)
+        return cache[cloud]
+
+    return provider_for
