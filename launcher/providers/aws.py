@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -101,6 +102,9 @@ class AwsProvider(Provider):
         self.clock = clock or (lambda: datetime.now(UTC))
         self._session = session
         self._clients: dict[tuple[str, str], Any] = {}
+        # boto3 sessions are not thread-safe (clients are): the region scan's threads make
+        # their clients one at a time.
+        self._clients_lock = threading.Lock()
 
     # ---- plumbing -----------------------------------------------------------------------------
     def _boto_session(self) -> Any:
@@ -115,15 +119,16 @@ class AwsProvider(Provider):
     def client(self, service: str, region: str) -> Any:
         """A cached boto3 client with retries on throttling (botocore retry modes)."""
         key = (service, region)
-        if key not in self._clients:
-            from botocore.config import Config
+        with self._clients_lock:
+            if key not in self._clients:
+                from botocore.config import Config
 
-            cfg = Config(retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts})
-            kwargs: dict[str, Any] = {"region_name": region, "config": cfg}
-            if self.endpoint_url:
-                kwargs["endpoint_url"] = self.endpoint_url
-            self._clients[key] = self._boto_session().client(service, **kwargs)
-        return self._clients[key]
+                cfg = Config(retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts})
+                kwargs: dict[str, Any] = {"region_name": region, "config": cfg}
+                if self.endpoint_url:
+                    kwargs["endpoint_url"] = self.endpoint_url
+                self._clients[key] = self._boto_session().client(service, **kwargs)
+            return self._clients[key]
 
     def regions(self) -> list[str]:
         arg = self._regions_arg
