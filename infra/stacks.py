@@ -188,7 +188,7 @@ def _workspace_options(pulumi_bin: Path, program: Callable[[], None] | None, sta
 
 
 @contextmanager
-def _automation_errors(stack: str, state_home: Path) -> Iterator[None]:
+def automation_errors(stack: str, state_home: Path) -> Iterator[None]:
     """Pulumi's CommandErrors -> this library's errors, with the useful tail of the CLI's output."""
     from pulumi.automation import errors as perr
 
@@ -203,19 +203,25 @@ def _automation_errors(stack: str, state_home: Path) -> Iterator[None]:
         raise InfraProviderError(f"pulumi failed on stack {stack!r}:\n{tail}") from e
 
 
-def _stack_for(spec: ClusterInfraSpec, action: str, state_home: Path):
+def open_stack(stack_name: str, program: Callable[[], None], *, action: str, state_home: Path):
+    """Create or select `stack_name` running `program` on the configured backend. Needs the Pulumi
+    CLI: without it, ToolMissingError naming `action` before anything is written."""
     from pulumi import automation as auto
 
+    pulumi_bin = require_pulumi(action)  # before anything is created or written
+    with automation_errors(stack_name, state_home):
+        return auto.create_or_select_stack(
+            stack_name, project_name=naming.PULUMI_PROJECT, program=program,
+            opts=_workspace_options(pulumi_bin, program, state_home),
+        )  # fmt: skip
+
+
+def _stack_for(spec: ClusterInfraSpec, action: str, state_home: Path):
     from infra.plan import program_for
 
-    pulumi_bin = require_pulumi(action)  # before anything is created or written
+    require_pulumi(action)  # before the spec is checked: the missing CLI is the first thing to fix
     spec.require_deployable()
-    program = program_for(spec)
-    with _automation_errors(spec.stack_name, state_home):
-        return auto.create_or_select_stack(
-            spec.stack_name, project_name=naming.PULUMI_PROJECT, program=program,
-            opts=_workspace_options(pulumi_bin, program, state_home),
-        )
+    return open_stack(spec.stack_name, program_for(spec), action=action, state_home=state_home)
 
 
 # ---- operations --------------------------------------------------------------------------------
@@ -224,7 +230,7 @@ def _stack_for(spec: ClusterInfraSpec, action: str, state_home: Path):
 def preview(spec: ClusterInfraSpec, *, state_home: Path, on_output: OnOutput | None = None) -> PreviewSummary:
     """`pulumi preview` of the cluster's stack against the real cloud (needs CLI + credentials)."""
     stack = _stack_for(spec, "launcher infra preview", state_home)
-    with _automation_errors(spec.stack_name, state_home):
+    with automation_errors(spec.stack_name, state_home):
         result = stack.preview(on_output=on_output, color="never")
     changes = {str(k): int(v) for k, v in (result.change_summary or {}).items()}
     return PreviewSummary(stack=spec.stack_name, changes=changes, stdout=result.stdout)
@@ -233,7 +239,7 @@ def preview(spec: ClusterInfraSpec, *, state_home: Path, on_output: OnOutput | N
 def up(spec: ClusterInfraSpec, *, state_home: Path, on_output: OnOutput | None = None) -> StackOutputs:
     """Create or update the cluster's stack; returns its outputs (instance ids, IPs, bucket)."""
     stack = _stack_for(spec, "launcher infra up", state_home)
-    with _automation_errors(spec.stack_name, state_home):
+    with automation_errors(spec.stack_name, state_home):
         result = stack.up(on_output=on_output, color="never")
     outputs = {k: v.value for k, v in result.outputs.items()}
     return StackOutputs.from_outputs(spec.stack_name, outputs)
@@ -254,7 +260,7 @@ def destroy(project: str, cluster: str, *, state_home: Path, on_output: OnOutput
     def nothing() -> None:  # destroy needs a program; the resources come from the state
         return None
 
-    with _automation_errors(name, state_home):
+    with automation_errors(name, state_home):
         try:
             stack = auto.select_stack(
                 name, project_name=naming.PULUMI_PROJECT, program=nothing,
@@ -276,7 +282,7 @@ def list_stacks(state_home: Path) -> list[StackSummary]:
 
     pulumi_bin = require_pulumi("launcher infra list")
     ws = auto.LocalWorkspace(opts=_workspace_options(pulumi_bin, None, state_home))
-    with _automation_errors("*", state_home):
+    with automation_errors("*", state_home):
         found = ws.list_stacks(include_all=False)
     out = []
     for s in found:

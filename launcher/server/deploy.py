@@ -25,43 +25,39 @@ def resource_rows(spec: ServerInfraSpec) -> list[dict[str, Any]]:
 
 
 def _stack(spec: ServerInfraSpec, action: str):
-    from pulumi import automation as auto
-
-    from infra.cli_check import require_pulumi
-    from infra.stacks import _automation_errors, _workspace_options
-
-    pulumi_bin = require_pulumi(action)  # before anything is created or written
+    from infra.stacks import open_stack
+    from launcher import paths
 
     def program() -> None:
         server_program(spec)
 
-    with _automation_errors(spec.stack_name):
-        return auto.create_or_select_stack(
-            spec.stack_name, project_name=PULUMI_PROJECT, program=program, opts=_workspace_options(pulumi_bin, program)
-        )
+    return open_stack(spec.stack_name, program, action=action, state_home=paths.home())
 
 
 def preview(spec: ServerInfraSpec, on_output: Callable[[str], None] | None) -> dict[str, int]:
-    from infra.stacks import _automation_errors
+    from infra.stacks import automation_errors
+    from launcher import paths
 
     stack = _stack(spec, "launcher infra server preview")
-    with _automation_errors(spec.stack_name):
+    with automation_errors(spec.stack_name, paths.home()):
         result = stack.preview(on_output=on_output, color="never")
     return {str(k): int(v) for k, v in (result.change_summary or {}).items()}
 
 
 def up(spec: ServerInfraSpec, on_output: Callable[[str], None] | None) -> dict[str, Any]:
-    from infra.stacks import _automation_errors
+    from infra.stacks import automation_errors
+    from launcher import paths
 
     stack = _stack(spec, "launcher infra server up")
-    with _automation_errors(spec.stack_name):
+    with automation_errors(spec.stack_name, paths.home()):
         result = stack.up(on_output=on_output, color="never")
     return {k: v.value for k, v in result.outputs.items()}
 
 
 def destroy(spec: ServerInfraSpec, on_output: Callable[[str], None] | None) -> None:
-    from infra.stacks import _automation_errors
+    from infra.stacks import automation_errors
+    from launcher import paths
 
     stack = _stack(spec, "launcher infra server destroy")
-    with _automation_errors(spec.stack_name):
+    with automation_errors(spec.stack_name, paths.home()):
         stack.destroy(on_output=on_output, color="never", remove=True)

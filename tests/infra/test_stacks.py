@@ -192,3 +192,27 @@ def test_workspace_options_pin_backend_secrets_and_the_found_binary(tmp_path, la
     assert isinstance(opts.pulumi_command, auto.PulumiCommand) and opts.pulumi_command.command == str(exe)
     assert opts.program is program
     assert (launcher_home / "pulumi").is_dir()
+
+
+def test_server_stack_with_a_failing_pulumi_cli_is_an_infra_error_not_a_crash(tmp_path, launcher_home, monkeypatch):
+    """`launcher infra server up` where a `pulumi` exists: the server's stack is opened with this
+    home's backend and passphrase, and a failing CLI surfaces as our InfraProviderError (a stand-in
+    `pulumi` that answers `version` and fails everything else, as a broken install would)."""
+    from infra.errors import InfraProviderError
+    from infra.server_program import ServerInfraSpec
+    from launcher.server import deploy
+
+    monkeypatch.delenv(stacks.BACKEND_ENV, raising=False)
+    exe = tmp_path / "pulumi-root" / "bin" / "pulumi"
+    exe.parent.mkdir(parents=True)
+    exe.write_text(
+        '#!/bin/sh\nif [ "$1" = version ]; then echo v3.272.0; exit 0; fi\n'
+        'echo "error: the stand-in pulumi refuses: $*" >&2; exit 255\n'
+    )
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+    spec = ServerInfraSpec(region="us-east-1", project="team")
+    with pytest.raises(InfraProviderError) as e:
+        deploy.up(spec, None)
+    assert "stand-in pulumi refuses" in e.value.message and spec.stack_name in e.value.message
+    assert (launcher_home / "pulumi").is_dir()  # this home's file backend, as the cluster stacks use
