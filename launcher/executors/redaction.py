@@ -32,9 +32,9 @@ def secret_patterns(values: Iterable[str]) -> list[bytes]:
     """The byte strings to redact for these secret values (longest first, no duplicates)."""
     out: set[bytes] = set()
     for value in values:
+        if len(value.strip()) < MIN_SECRET_CHARS:
+            continue
         for v in dict.fromkeys((value, value.strip())):
-            if len(v) < MIN_SECRET_CHARS:
-                continue
             raw = v.encode()
             forms = {
                 v,
@@ -72,6 +72,7 @@ class StreamRedactor:
         self._firsts = frozenset(p[0] for p in self._patterns)
         self._marker = marker
         self._pending = b""
+        self._ends_in_marker = False  # the last bytes returned were a marker
 
     @classmethod
     def for_values(cls, values: Iterable[str]) -> StreamRedactor:
@@ -100,9 +101,12 @@ class StreamRedactor:
     def _render(self, buf: bytes, intervals: list[tuple[int, int]]) -> bytes:
         parts, at = [], 0
         for s, e in _merged(intervals):
-            parts += [buf[at:s], self._marker]
+            # secret bytes right after the previous read's: the same run, the same marker
+            parts += [buf[at:s], b"" if s == 0 and self._ends_in_marker else self._marker]
             at = e
         parts.append(buf[at:])
+        if buf:
+            self._ends_in_marker = at == len(buf) and bool(intervals)
         return b"".join(parts)
 
     def feed(self, data: bytes) -> bytes:
