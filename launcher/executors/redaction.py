@@ -26,6 +26,7 @@ from urllib.parse import quote, quote_plus
 
 MARKER = "***"
 MIN_SECRET_CHARS = 4
+_HEAD = 8  # bytes of a pattern searched for first when looking for a cut-off secret
 
 
 def secret_patterns(values: Iterable[str]) -> list[bytes]:
@@ -69,7 +70,6 @@ class StreamRedactor:
     def __init__(self, patterns: Sequence[bytes], marker: bytes = MARKER.encode()) -> None:
         self._patterns = [p for p in patterns if p]
         self._longest = max((len(p) for p in self._patterns), default=0)
-        self._firsts = frozenset(p[0] for p in self._patterns)
         self._marker = marker
         self._pending = b""
         self._ends_in_marker = False  # the last bytes returned were a marker
@@ -89,14 +89,23 @@ class StreamRedactor:
 
     def _prefix_start(self, buf: bytes) -> int:
         """The first position from which the rest of `buf` is a proper prefix of some pattern
-        (len(buf) when none): what may be the beginning of a secret still arriving."""
-        n = len(buf)
-        for i in range(max(0, n - self._longest + 1), n):
-            if buf[i] in self._firsts:
-                tail = buf[i:]
-                if any(len(p) > len(tail) and p.startswith(tail) for p in self._patterns):
-                    return i
-        return n
+        (len(buf) when none): what may be the beginning of a secret still arriving. Candidates
+        are found with bytes.find on each pattern's first bytes (a log is long, secrets rare)."""
+        n, best = len(buf), len(buf)
+        for p in self._patterns:
+            lo = max(0, n - len(p) + 1)
+            head = p[:_HEAD]
+            i = buf.find(head, lo)  # candidates with at least _HEAD bytes left
+            while 0 <= i < best and not p.startswith(buf[i:]):
+                i = buf.find(head, i + 1)
+            if 0 <= i < best:
+                best = i
+                continue
+            for i in range(max(lo, n - _HEAD + 1), min(n, best)):  # the last few positions
+                if p.startswith(buf[i:]):
+                    best = i
+                    break
+        return best
 
     def _render(self, buf: bytes, intervals: list[tuple[int, int]]) -> bytes:
         parts, at = [], 0
