@@ -149,3 +149,30 @@ def test_killing_the_controller_loses_no_later_line_and_no_job(tmp_path):
         os.killpg(job_pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def test_a_log_that_cannot_be_written_never_blocks_or_kills_the_job(tmp_path):
+    """/dev/full fails every write with ENOSPC, like a full disk: the relay keeps draining the
+    job's output, the job prints its 4 MiB and exits 0 (not 141, SIGPIPE)."""
+    from launcher.executors.log_relay import job_output, wait_relays
+
+    with job_output(Path("/dev/full"), [SECRET]) as (fd, relay):
+        job = subprocess.Popen(["bash", "-c", "head -c 4194304 /dev/zero | tr '\\0' 'x'; echo; exit 0"], stdout=fd)
+    assert job.wait(30) == 0
+    assert wait_relays([relay], 10) and relay.returncode == 0
+
+
+def test_after_failed_writes_the_log_says_how_much_was_lost(tmp_path):
+    from launcher.executors.log_relay import _Sink
+
+    full = os.open("/dev/full", os.O_WRONLY)
+    sink = _Sink(full)
+    sink.write(b"first\n")
+    sink.write(b"second\n")
+    assert sink.lost_bytes == 13
+    log = tmp_path / "x.log"
+    sink.fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # space again
+    sink.write(b"third\n")
+    os.close(full)
+    os.close(sink.fd)
+    assert log.read_text() == "\n[launcher] 13 bytes of output were lost (log write failed)\nthird\n"
