@@ -27,6 +27,7 @@ from urllib.parse import quote, quote_plus
 MARKER = "***"
 MIN_SECRET_CHARS = 4
 _HEAD = 8  # bytes of a pattern searched for first when looking for a cut-off secret
+_MAX_HELD_BYTES = 1 << 16  # most output held back waiting for overlapping secrets to complete
 
 
 def secret_patterns(values: Iterable[str]) -> list[bytes]:
@@ -63,13 +64,23 @@ def _merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+def _chains(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Intervals joined where they overlap (touching ones stay apart)."""
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if out and s < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
 class StreamRedactor:
     """feed() the stream's chunks in order and write what it returns; close() at the end.
     With no patterns it returns each chunk unchanged."""
 
     def __init__(self, patterns: Sequence[bytes], marker: bytes = MARKER.encode()) -> None:
         self._patterns = [p for p in patterns if p]
-        self._longest = max((len(p) for p in self._patterns), default=0)
         self._marker = marker
         self._pending = b""
         self._ends_in_marker = False  # the last bytes returned were a marker
@@ -124,14 +135,20 @@ class StreamRedactor:
         buf = self._pending + data
         found = self._occurrences(buf)
         hold = self._prefix_start(buf)
-        moved = True
-        while moved:  # an occurrence reaching into the held tail is held whole
-            moved = False
-            for s, e in found:
-                if s < hold < e:
-                    hold, moved = s, True
+        # Occurrences reaching into the held tail are held whole, with those overlapping them (the
+        # beginning of a longer secret may still be arriving). A chain of them longer than
+        # _MAX_HELD_BYTES (say "aaaa" in an endless run of a's) goes out redacted instead.
+        for start, end in _chains(found):
+            if start < hold < end:
+                hold = start if len(buf) - start <= _MAX_HELD_BYTES else end
+                break
         self._pending = buf[hold:]
         return self._render(buf[:hold], [(s, e) for s, e in found if e <= hold])
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes read but not yet returned (a possible beginning of a secret)."""
+        return len(self._pending)
 
     def close(self) -> bytes:
         """The held tail at the end of the stream; a cut-off beginning of a secret that is itself

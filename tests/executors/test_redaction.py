@@ -116,3 +116,10 @@ def test_random_streams_agree_with_a_whole_text_oracle():
         cuts = sorted(rng.sample(range(len(text) + 1), k=min(len(text) + 1, rng.randint(0, 6))))
         got = _feed_in_pieces(StreamRedactor(patterns), text, cuts)
         assert got == _oracle(text, patterns), (text, cuts)
+
+
+def test_an_endless_run_of_overlapping_occurrences_is_released_redacted():
+    r = StreamRedactor.for_values(["aaaa"])
+    out = b"".join(r.feed(b"a" * 4096) for _ in range(40))  # 160 KiB, no line end
+    assert r.held_bytes <= 64 * 1024 + 4096  # not all of it
+    assert out == b"***" and r.feed(b"b\n") == b"b\n" and r.close() == b""
