@@ -375,7 +375,7 @@ class Controller:
             run_id=job.run_id, attempt=seq, run_dir=job.run_dir, workdir=job.workdir, setup=spec.setup,
             run=spec.run, num_nodes=spec.num_nodes, gpus_per_node=offer.accelerator_count,
             envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image,
-            file_mounts=job.file_mounts,
+            file_mounts=job.file_mounts, secrets=spec.secret_values(),
         )  # fmt: skip
         executor = self.d.executor_for(offer.cloud)
         watch = self._checkpoint_watch()

@@ -55,6 +55,7 @@ class ExecRequest:
     image_id: str | None = None
     file_mounts: Mapping[str, str] = field(default_factory=dict)
     task_id: str | None = None  # SKYPILOT_TASK_ID; defaults to a value derived from run/attempt
+    secrets: tuple[str, ...] = ()  # values of the spec's `secrets:` (also in envs): kept out of stored logs
 
 
 @dataclass(frozen=True)

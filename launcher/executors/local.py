@@ -10,7 +10,8 @@ does not hang. The job sees SkyPilot's variables plus ours (see `rank_env`).
 
 Jobs write straight to their log files (not through a pipe to the controller), so a job keeps
 running and logging when the controller dies; the terminal view tails those files
-(launcher.controller.logs).
+(launcher.controller.logs). A task with `secrets:` writes through a relay process of its own
+instead, which replaces the values before they reach the file (launcher.executors.log_relay).
 
 `image_id`: with podman installed each rank runs in `podman run --runtime runc --ulimit
 nofile=1024:1024 --pull never --network host` (local images only) with the workdir and
@@ -43,9 +44,11 @@ from launcher.executors.base import (
     Outcome,
     RankExit,
 )
+from launcher.executors.log_relay import job_output, wait_relays
 from launcher.providers.base import ClusterHandle
 
 PROCS_FILE = "procs.json"
+RELAY_DRAIN_S = 3.0  # how long a finished phase waits for its log relays to write the last bytes
 
 
 def free_port() -> int:
@@ -228,6 +231,7 @@ class LocalExecution(Execution):
         self._stop_reason: Outcome | None = None  # CANCELLED | PREEMPTED once asked
         self._kill_at: float | None = None
         self._failed_first: RankExit | None = None
+        self._relays: list[subprocess.Popen] = []  # log relays of the current phase (secrets)
         (request.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.mounts_linked, self.mounts_skipped = link_file_mounts(request)
         self.phase = "setup" if request.setup else "run"
@@ -255,16 +259,19 @@ class LocalExecution(Execution):
             )  # fmt: skip
         else:
             argv = ["bash", "-c", command]
-        with open(log_path(req.run_dir, rank), "ab", buffering=0) as log:
-            return subprocess.Popen(
+        with job_output(log_path(req.run_dir, rank), req.secrets) as (out, relay):
+            proc = subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: we signal the whole tree
             )
+        if relay is not None:
+            self._relays.append(relay)
+        return proc
 
     def _write_procs(self) -> None:
         procs = [
@@ -304,6 +311,8 @@ class LocalExecution(Execution):
             return None
         for p in self._procs.values():  # leftovers (background children) die with their rank
             _signal_group(p.pid, signal.SIGKILL)
+        wait_relays(self._relays, RELAY_DRAIN_S)  # the log is complete before the phase ends
+        self._relays = []
         if self.phase == "setup" and self._failed_first is None and self._stop_reason is None:
             self.phase = "run"
             self._start_phase()

@@ -42,6 +42,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
+from launcher.executors.redaction import stream_into_log
 from launcher.providers.base import ClusterHandle, Provider, ReclaimCheck
 
 CHECKPOINT_MOUNT = "/checkpoints"
@@ -307,13 +308,11 @@ class SkyExecution(Execution):
         """SkyPilot streams every node's output (prefixed with its rank) into one file, where
         `launcher logs` tails rank-0.log as it does for the local executor."""
         log = Path(self.request.run_dir) / "logs" / "rank-0.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(log, "a", encoding="utf-8") as out:
-                self.executor._sdk().tail_logs(self.cluster_name, self.job_id, follow=True, output_stream=out)
-        except Exception as e:  # noqa: BLE001 - logs are a convenience; status comes from poll()
-            with open(log, "a", encoding="utf-8") as out:
-                out.write(f"[launcher] log stream ended: {type(e).__name__}: {e}\n")
+        sdk = self.executor._sdk()
+        stream_into_log(  # status comes from poll(): a broken stream only ends the log
+            log, self.request.secrets,
+            lambda out: sdk.tail_logs(self.cluster_name, self.job_id, follow=True, output_stream=out),
+        )  # fmt: skip
 
     # ---- Execution ------------------------------------------------------------------------------
     def poll(self) -> ExecResult | None:

@@ -34,6 +34,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
+from launcher.executors.redaction import stream_into_log
 from launcher.providers.base import ClusterHandle
 
 EXIT_MARKER = re.compile(r"\[launcher\] rank (\d+) exit_code=(\d+)")
@@ -230,12 +231,11 @@ class SkyClusterExecution(Execution):
             self._cancelled.wait(self.executor.poll_interval_s)
 
     def _follow_logs(self) -> None:
-        try:
-            with open(self._log, "a", encoding="utf-8") as out:
-                self.executor._sdk().tail_logs(self.cluster_name, self.job_id, follow=True, output_stream=out)
-        except Exception as e:  # noqa: BLE001 - logs are a convenience; status comes from SkyPilot
-            with open(self._log, "a", encoding="utf-8") as out:
-                out.write(f"[launcher] log stream ended: {type(e).__name__}: {e}\n")
+        sdk = self.executor._sdk()
+        stream_into_log(  # status comes from SkyPilot: a broken stream only ends the log
+            self._log, self.request.secrets,
+            lambda out: sdk.tail_logs(self.cluster_name, self.job_id, follow=True, output_stream=out),
+        )  # fmt: skip
 
     # ---- Execution ------------------------------------------------------------------------------
     def poll(self) -> ExecResult | None:

@@ -352,6 +352,11 @@ class TaskSpec(BaseModel):
             out[k] = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
         return out
 
+    def secret_values(self) -> tuple[str, ...]:
+        """The values of `secrets:` as the job sees them (what stored logs must not show)."""
+        env = self.env_strings()
+        return tuple(env[k] for k in self.secrets)
+
     @property
     def wants_gpu(self) -> bool:
         """True when every alternative that is not explicitly `local` asks for a GPU."""

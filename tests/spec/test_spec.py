@@ -163,6 +163,11 @@ def test_envs_and_secrets_become_strings():
     assert spec.env_strings() == {"A": "1", "B": "true", "C": "", "TOKEN": "abc"}
 
 
+def test_secret_values_are_the_secrets_as_the_job_sees_them():
+    spec = _load("envs: {A: visible}\nsecrets: {TOKEN: abc-123, PIN: ' 4711 '}\nrun: x\n").spec
+    assert spec.secret_values() == ("abc-123", " 4711 ")
+
+
 def test_durations():
     assert parse_duration_seconds("90m") == 5400
     assert parse_duration_seconds("1h30m") == 5400
