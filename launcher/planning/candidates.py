@@ -157,7 +157,7 @@ def rank_candidates(
         # One local group (this machine; with simulated spot also its on-demand variant).
         # Local is free; for a CPU job it wins on cost, for a GPU job it goes last.
         locals_ = local_groups[0] if local_groups else []
-        merged = (merged + locals_) if gpu_job else sorted(locals_ + merged, key=_cost_key)
+        merged = (merged + locals_) if gpu_job else sorted(locals_ + merged, key=_cpu_cost_key)
     merged = _dedupe(merged)
     if len(merged) > MAX_CANDIDATES:
         head = merged[:MAX_CANDIDATES]
@@ -182,6 +182,13 @@ def _cost_key(c: Candidate) -> tuple:
     # Clouds: on-demand first on a tie. Local: simulated spot first (its on-demand variant is the
     # fallback a recovery policy moves to).
     return (round(s.expected_cost_usd, 9), s.offer.price_usd_per_hour, local, s.offer.spot != local)
+
+
+def _cpu_cost_key(c: Candidate) -> tuple:
+    """A CPU job: at equal cost this machine comes first (no queue, nothing to provision), e.g.
+    before a declared cluster priced at $0."""
+    cost, price, local, market = _cost_key(c)
+    return (cost, price, not local, market)
 
 
 def _dedupe(cands: list[Candidate]) -> list[Candidate]:

@@ -127,3 +127,17 @@ def test_a_spec_naming_an_unreachable_cluster_says_why(tmp_path: Path, cluster_h
     r = run_cli("launch", str(spec), "--yes", env=cluster_home)
     assert r.returncode == 4, r.stdout + r.stderr
     assert "gpu-b not reachable: no `Host gpu-b`" in r.stderr
+
+
+def test_a_cpu_job_stays_on_this_machine_over_a_free_declared_cluster(tmp_path: Path, cluster_home: dict) -> None:
+    # Both cost $0: this machine needs no queue and no provisioning, so it wins the tie.
+    r = run_cli("clusters", "add", "gpu-a", "--infra", "slurm/gpu-a", env=cluster_home)
+    assert r.returncode == 0, r.stderr
+    spec = tmp_path / "cpu.yaml"
+    spec.write_text("name: t\nrun: echo hi\nlauncher:\n  project: p\n  owner: o\n  cost_center: c\n")
+    r = run_cli("launch", str(spec), "--cheapest", "--dry-run", "--json", env=cluster_home)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["chosen"]["cloud"] == "local", plan["chosen"]
+    clouds = [c["scored"]["offer"]["cloud"] for c in plan["plan"]["candidates"]]
+    assert clouds[:2] == ["local", "slurm"], clouds  # the cluster is still in the plan, next in line
