@@ -88,7 +88,6 @@ def _check_sqlite_file(path: Path, repair: bool) -> Finding:
 def _check_runs(led, repair: bool) -> list[Finding]:
     from launcher.controller.liveness import controller_liveness
     from launcher.controller.states import is_terminal
-    from launcher.errors import ConflictError
     from launcher.ledger.records import EndReason
 
     out = []
@@ -100,12 +99,13 @@ def _check_runs(led, repair: bool) -> list[Finding]:
             if not repair:
                 out.append(Finding("stuck-runs", NEEDS_YOU, f"run {run.run_id} ended ({run.state}) with {len(open_)} attempt(s) still open"))
                 continue
-            for a in open_:
-                try:
-                    led.end_attempt(a.attempt_id, EndReason.ABANDONED)
-                except ConflictError:
-                    pass
-            out.append(Finding("stuck-runs", REPAIRED, f"run {run.run_id} ended ({run.state}): closed {len(open_)} attempt(s) left open as abandoned"))
+            from launcher.controller.ended_attempts import close_attempt, ended_jobs
+            from launcher.controller.runner import run_dir
+
+            ended = ended_jobs(run_dir(run.run_id), open_)
+            how = [close_attempt(led, a, run_dir(run.run_id), ended.get(a.attempt_id), reason=EndReason.ABANDONED) for a in open_]
+            said = ", ".join(f"{a.attempt_id} as {h}" for a, h in zip(open_, how, strict=True) if h)
+            out.append(Finding("stuck-runs", REPAIRED, f"run {run.run_id} ended ({run.state}): closed the attempt(s) left open: {said or 'none'}"))
             continue
         live = controller_liveness(led, run)
         if not live.alive:
