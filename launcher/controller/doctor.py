@@ -105,7 +105,8 @@ def _check_runs(led, repair: bool) -> list[Finding]:
             ended = ended_jobs(run_dir(run.run_id), open_)
             how = [close_attempt(led, a, run_dir(run.run_id), ended.get(a.attempt_id), reason=EndReason.ABANDONED) for a in open_]
             said = ", ".join(f"{a.attempt_id} as {h}" for a, h in zip(open_, how, strict=True) if h)
-            out.append(Finding("stuck-runs", REPAIRED, f"run {run.run_id} ended ({run.state}): closed the attempt(s) left open: {said or 'none'}"))
+            n = sum(1 for h in how if h)
+            out.append(Finding("stuck-runs", REPAIRED, f"run {run.run_id} ended ({run.state}): closed {n} attempt(s) left open ({said or 'none'})"))
             continue
         live = controller_liveness(led, run)
         if not live.alive:
