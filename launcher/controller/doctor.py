@@ -118,10 +118,18 @@ def _check_runs(led, repair: bool) -> list[Finding]:
 
 
 def _run_ids_of_processes() -> dict[str, set[int]]:
-    """run id -> process groups of live processes carrying LAUNCHER_RUN_ID."""
+    """run id -> process groups of live processes carrying LAUNCHER_RUN_ID or in the run's cgroup."""
+    from launcher.executors.job_cgroup import populated_runs
     from launcher.procfs import all_run_process_groups
 
-    return all_run_process_groups()
+    found = all_run_process_groups()
+    for run_id, pids in populated_runs().items():
+        for pid in pids:
+            try:
+                found.setdefault(run_id, set()).add(os.getpgid(pid))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return found
 
 
 def _check_processes(led, repair: bool) -> list[Finding]:

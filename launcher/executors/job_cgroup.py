@@ -144,3 +144,18 @@ def remove_if_empty(run_id: str) -> None:
     d = run_cgroup(run_id)
     if d is not None and not _populated(d):
         remove_tree(d)
+
+
+def populated_runs() -> dict[str, set[int]]:
+    """run id -> pids of the processes still in that run's cgroup (runs with none are left out)."""
+    root = cgroup_root()
+    out: dict[str, set[int]] = {}
+    try:
+        names = [d.name for d in root.iterdir() if d.is_dir()] if root is not None else []
+    except OSError:
+        return out
+    for name in names:
+        pids = members(root / name)
+        if pids:
+            out[name] = pids
+    return out
