@@ -192,3 +192,53 @@ def test_down_stops_a_job_process_that_left_its_session_and_dropped_the_run_id(t
         for pid in started:  # what this test started, should it fail before `down` stopped it
             if not pid_gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---- launcher doctor ------------------------------------------------------------------------------
+
+
+def _doctor() -> dict[str, dict]:
+    import json
+
+    res = run_cli("doctor", "--json", timeout=120)
+    assert "Traceback" not in res.stderr
+    return {f["check"]: f for f in json.loads(res.stdout)}
+
+
+def test_doctor_closes_an_ended_runs_attempt_as_its_job_ended(tmp_path):
+    run_id = _orphan_then_exit(tmp_path, 75)
+    with Ledger() as led:  # a failed multi-row write left the run ended with its attempt open
+        led.set_run_state(run_id, "failed", reason="failed")
+    found = _doctor()
+    assert found["stuck-runs"]["status"] == "repaired" and "as preempted" in found["stuck-runs"]["detail"]
+    assert [(a.end_reason, a.exit_code) for a in ledger_attempts(run_id)] == [("preempted", 75)]
+
+
+def test_doctor_stops_an_escapee_left_in_an_ended_runs_cgroup(tmp_path):
+    if not _cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 here")
+    unrelated = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    started: list[int] = []
+    try:
+        proc, job, wrapper = _start(tmp_path, f'{DOUBLE_FORK}\nwhile [ ! -e "$FLAG-end" ]; do sleep 0.05; done\nexit 0')
+        started += [job, wrapper]
+        escapee = _escapee(tmp_path / "go")
+        started.append(escapee)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        (tmp_path / "go-end").touch()  # the job ends while nobody watches; its escapee stays
+        wait_for(lambda: pid_gone(job), 15, what="the job itself to end")
+        assert not pid_gone(escapee)
+        (run,) = ledger_runs()
+        with Ledger() as led:
+            led.set_run_state(run.run_id, "failed", reason="failed")
+        found = _doctor()
+        assert found["orphan-processes"]["status"] == "repaired", found
+        wait_for(lambda: pid_gone(escapee), 15, what="doctor to stop the escapee")
+        assert unrelated.poll() is None, "an unrelated process was killed"
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+        for pid in started:
+            if not pid_gone(pid):
+                os.kill(pid, signal.SIGKILL)
