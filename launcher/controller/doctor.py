@@ -93,6 +93,10 @@ def _check_runs(led, repair: bool) -> list[Finding]:
     out = []
     for run in led.list_runs():
         if is_terminal(run.state):
+            if repair:  # an ended run's empty cgroup (its job ended while no controller watched)
+                from launcher.executors.job_cgroup import remove_if_empty
+
+                remove_if_empty(run.run_id)
             open_ = led.open_attempts(run_id=run.run_id)
             if not open_:
                 continue

@@ -212,6 +212,10 @@ def test_doctor_closes_an_ended_runs_attempt_as_its_job_ended(tmp_path):
     found = _doctor()
     assert found["stuck-runs"]["status"] == "repaired" and "as preempted" in found["stuck-runs"]["detail"]
     assert [(a.end_reason, a.exit_code) for a in ledger_attempts(run_id)] == [("preempted", 75)]
+    from launcher.executors.job_cgroup import cgroup_root
+
+    root = cgroup_root()
+    assert root is None or not (root / run_id).exists()  # no empty cgroup left behind
 
 
 def test_doctor_stops_an_escapee_left_in_an_ended_runs_cgroup(tmp_path):
