@@ -53,3 +53,37 @@ def all_run_process_groups() -> dict[str, set[int]]:
             if item.startswith(b"LAUNCHER_RUN_ID=") and pgid != own:
                 found.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), set()).add(pgid)
     return found
+
+
+def session_and_descendants(pgids: set[int]) -> dict[int, int | None]:
+    """pid -> start ticks of live processes tied to these process groups (each a rank, leader of
+    its own session): members of the groups, of their sessions (a job's own job-control groups),
+    and every descendant of those (a child that called setsid, while its parent lives).
+    Zombies are left out: there is nothing to stop."""
+    parent: dict[int, int] = {}
+    tied: set[int] = set()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        if int(fields[2]) in pgids or int(fields[3]) in pgids:
+            tied.add(pid)
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(tied)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tied:
+                tied.add(child)
+                todo.append(child)
+    tied.discard(os.getpid())
+    return {pid: process_start_ticks(pid) for pid in tied}

@@ -28,10 +28,10 @@ class SeenCheckpoint:
 
 
 class CheckpointWatch:
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, *, seen: frozenset[str] = frozenset()) -> None:
         self.location = location
         self.remote = "://" in location and not location.startswith("file://")
-        self._seen: set[str] = set()
+        self._seen: set[str] = set(seen)  # checkpoint ids already recorded
         self._store = None
         self.errors = 0
 

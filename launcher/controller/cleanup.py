@@ -47,18 +47,18 @@ def terminate_cluster(ledger: LedgerWriter, c: ClusterRecord, provider_for: Prov
 
 
 def abandon_open_attempts(ledger: LedgerWriter, run_id: str, run_dir: Path, provider_for: ProviderFor, *, reason: str) -> int:
-    """Kill the run's recorded local processes, close its open attempts with `reason`, and
-    terminate its clusters. Returns the number of attempts closed."""
+    """Kill the run's recorded local processes, close its open attempts (as their jobs ended
+    while nobody watched, see `ended_attempts`; else with `reason`), and terminate its clusters.
+    Returns the number of attempts closed."""
+    from launcher.controller.ended_attempts import close_attempt, ended_jobs
     from launcher.executors.local import kill_recorded_processes
 
+    ended = ended_jobs(run_dir, ledger.open_attempts(run_id=run_id))  # before stopping anything
     kill_recorded_processes(run_dir, grace_s=5.0, run_id=run_id)
     closed = 0
     for a in ledger.open_attempts(run_id=run_id):
-        try:
-            ledger.end_attempt(a.attempt_id, reason)
-            closed += 1
-        except ConflictError:
-            pass  # someone else closed it first
+        if close_attempt(ledger, a, run_dir, ended.get(a.attempt_id), reason=reason) is not None:
+            closed += 1  # (None: someone else closed it first)
     for c in ledger.clusters(run_id=run_id):
         terminate_cluster(ledger, c, provider_for, run_id=run_id)
     return closed

@@ -173,7 +173,8 @@ class Controller:
             if self._state == RunState.STOPPING:
                 raise _Stopped
             previous = self._resume_point()
-            self._loop(previous)
+            if not is_terminal(self._state):
+                self._loop(previous)
         except _Stopped:
             self._finish_stopping()
         except BaseException as e:
@@ -204,9 +205,30 @@ class Controller:
         from launcher.controller.cleanup import abandon_open_attempts
 
         abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.ABANDONED)
+        if self._settle_resumed():
+            return None
         self._transition(RunState.RECOVERING, reason="resumed", data={"resumed_by": self.mode})
         last = attempts[-1] if attempts else None
         return self._scored_for(last) if last else None
+
+    def _settle_resumed(self) -> bool:
+        """The job ended on its own while no controller watched: a completed job ends the run,
+        a setup failure or a failure past max_restarts fails it. True when the run ended."""
+        attempts = self.led.attempts(self.job.run_id)
+        last = attempts[-1] if attempts else None
+        if last is None:
+            return False
+        if last.end_reason == EndReason.COMPLETED and can_transition(self._state, RunState.SUCCEEDED):
+            self._transition(RunState.SUCCEEDED, reason=EndReason.COMPLETED)
+            return True
+        failures = sum(1 for a in attempts if a.end_reason == EndReason.FAILED)
+        give_up = last.end_reason == EndReason.SETUP_FAILED or (
+            last.end_reason == EndReason.FAILED and failures > self.job.spec.launcher.max_restarts
+        )
+        if give_up and can_transition(self._state, RunState.FAILED):
+            self._fail(last.end_reason, f"the job exited with {last.exit_code} while no controller watched", exit_code=last.exit_code)
+            return True
+        return False
 
     def _loop(self, previous: ScoredOffer | None) -> None:
         attempts = self.led.attempts(self.job.run_id)

@@ -88,24 +88,29 @@ def _check_sqlite_file(path: Path, repair: bool) -> Finding:
 def _check_runs(led, repair: bool) -> list[Finding]:
     from launcher.controller.liveness import controller_liveness
     from launcher.controller.states import is_terminal
-    from launcher.errors import ConflictError
     from launcher.ledger.records import EndReason
 
     out = []
     for run in led.list_runs():
         if is_terminal(run.state):
+            if repair:  # an ended run's empty cgroup (its job ended while no controller watched)
+                from launcher.executors.job_cgroup import remove_if_empty
+
+                remove_if_empty(run.run_id)
             open_ = led.open_attempts(run_id=run.run_id)
             if not open_:
                 continue
             if not repair:
                 out.append(Finding("stuck-runs", NEEDS_YOU, f"run {run.run_id} ended ({run.state}) with {len(open_)} attempt(s) still open"))
                 continue
-            for a in open_:
-                try:
-                    led.end_attempt(a.attempt_id, EndReason.ABANDONED)
-                except ConflictError:
-                    pass
-            out.append(Finding("stuck-runs", REPAIRED, f"run {run.run_id} ended ({run.state}): closed {len(open_)} attempt(s) left open as abandoned"))
+            from launcher.controller.ended_attempts import close_attempt, ended_jobs
+            from launcher.controller.runner import run_dir
+
+            ended = ended_jobs(run_dir(run.run_id), open_)
+            how = [close_attempt(led, a, run_dir(run.run_id), ended.get(a.attempt_id), reason=EndReason.ABANDONED) for a in open_]
+            said = ", ".join(f"{a.attempt_id} as {h}" for a, h in zip(open_, how, strict=True) if h)
+            n = sum(1 for h in how if h)
+            out.append(Finding("stuck-runs", REPAIRED, f"run {run.run_id} ended ({run.state}): closed {n} attempt(s) left open ({said or 'none'})"))
             continue
         live = controller_liveness(led, run)
         if not live.alive:
@@ -117,10 +122,18 @@ def _check_runs(led, repair: bool) -> list[Finding]:
 
 
 def _run_ids_of_processes() -> dict[str, set[int]]:
-    """run id -> process groups of live processes carrying LAUNCHER_RUN_ID."""
+    """run id -> process groups of live processes carrying LAUNCHER_RUN_ID or in the run's cgroup."""
+    from launcher.executors.job_cgroup import populated_runs
     from launcher.procfs import all_run_process_groups
 
-    return all_run_process_groups()
+    found = all_run_process_groups()
+    for run_id, pids in populated_runs().items():
+        for pid in pids:
+            try:
+                found.setdefault(run_id, set()).add(os.getpgid(pid))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return found
 
 
 def _check_processes(led, repair: bool) -> list[Finding]:

@@ -33,7 +33,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from launcher.atomic import atomic_write_text
-from launcher.procfs import proc_stats, process_start_ticks, run_process_groups
+from launcher.executors import job_cgroup
+from launcher.executors.job_status import exit_path, record_attempt, wrap_argv
+from launcher.procfs import proc_stats, process_start_ticks, run_process_groups, session_and_descendants
 from launcher.executors.base import (
     DEFAULT_GRACE_SECONDS,
     PREEMPTED_EXIT_CODE,
@@ -151,11 +153,26 @@ def _group_alive(pgid: int) -> bool:
     return any(int(f[2]) == pgid and f[0] != "Z" for f in proc_stats())
 
 
+def _signal_strays(strays: dict[int, int | None], sig: int) -> None:
+    """Signal processes found by `session_and_descendants`, unless their pid was reused since."""
+    for pid, ticks in strays.items():
+        if ticks is not None and process_start_ticks(pid) == ticks:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _strays_alive(strays: dict[int, int | None]) -> bool:
+    return any(t is not None and process_start_ticks(pid) == t for pid, t in strays.items())
+
+
 def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS, *, run_id: str | None = None) -> list[int]:
-    """Stop a run's process groups after a controller crash: those listed in `procs.json`
-    (only when the leader still has the recorded start time: a recycled pid is left alone)
-    plus, when `run_id` is given, any process carrying LAUNCHER_RUN_ID=<run_id>.
-    Returns the pgids that were signalled."""
+    """Stop a run's processes after a controller crash: the process groups listed in
+    `procs.json` (only when the leader still has the recorded start time: a recycled pid is left
+    alone), when `run_id` is given any process carrying LAUNCHER_RUN_ID=<run_id> and everything
+    in the run's cgroup, and the processes tied to those groups (their sessions, descendants).
+    SIGTERM, up to `grace_s` to exit, then SIGKILL. Returns the pgids that were signalled."""
     try:
         data = json.loads((run_dir / PROCS_FILE).read_text())
     except (OSError, ValueError):
@@ -169,12 +186,20 @@ def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECOND
         candidates.append(pgid)
     if run_id is not None:
         candidates += sorted(run_process_groups(run_id) - set(candidates))
+    cgroup = job_cgroup.run_cgroup(run_id) if run_id is not None else None
+    strays = session_and_descendants(set(candidates))
     targets = [g for g in candidates if _signal_group(g, signal.SIGTERM)]
+    _signal_strays(strays, signal.SIGTERM)
+    job_cgroup.terminate(cgroup)
     deadline = time.monotonic() + grace_s
-    while targets and time.monotonic() < deadline and any(_group_alive(g) for g in targets):
+    while time.monotonic() < deadline and (
+        any(_group_alive(g) for g in targets) or _strays_alive(strays) or job_cgroup.members(cgroup)
+    ):
         time.sleep(0.05)
     for g in targets:
         _signal_group(g, signal.SIGKILL)
+    _signal_strays(strays, signal.SIGKILL)
+    job_cgroup.kill(cgroup)
     if (run_dir / PROCS_FILE).exists():
         atomic_write_text(run_dir / PROCS_FILE, json.dumps({"procs": []}))
     return targets
@@ -232,7 +257,10 @@ class LocalExecution(Execution):
         self._kill_at: float | None = None
         self._failed_first: RankExit | None = None
         self._relays: list[subprocess.Popen] = []  # log relays of the current phase (secrets)
+        self._strays: dict[int, int | None] = {}  # processes tied to the ranks, seen when stopping
         (request.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        record_attempt(request.run_dir, request.attempt, num_nodes=request.num_nodes, checkpoint_dir=request.checkpoint_dir)
+        self._cgroup = job_cgroup.make_attempt_cgroup(request.run_id, request.attempt)
         self.mounts_linked, self.mounts_skipped = link_file_mounts(request)
         self.phase = "setup" if request.setup else "run"
         self._start_phase()
@@ -259,6 +287,8 @@ class LocalExecution(Execution):
             )  # fmt: skip
         else:
             argv = ["bash", "-c", command]
+        procs = self._cgroup / "cgroup.procs" if self._cgroup is not None else None
+        argv = wrap_argv(argv, exit_file=exit_path(req.run_dir, req.attempt, self.phase, rank), cgroup_procs=procs)
         with job_output(log_path(req.run_dir, rank), req.secrets) as (out, relay):
             proc = subprocess.Popen(
                 argv,
@@ -307,10 +337,13 @@ class LocalExecution(Execution):
         if self._kill_at is not None and self._clock() >= self._kill_at:
             for p in self._procs.values():
                 _signal_group(p.pid, signal.SIGKILL)
+            _signal_strays(self._strays, signal.SIGKILL)
         if len(self._exits) < len(self._procs):
             return None
         for p in self._procs.values():  # leftovers (background children) die with their rank
             _signal_group(p.pid, signal.SIGKILL)
+        _signal_strays(self._strays, signal.SIGKILL)
+        job_cgroup.kill(self._cgroup, remove=False)  # ... wherever they went (setsid): the cgroup holds them
         wait_relays(self._relays, RELAY_DRAIN_S)  # the log is complete before the phase ends
         self._relays = []
         if self.phase == "setup" and self._failed_first is None and self._stop_reason is None:
@@ -318,6 +351,9 @@ class LocalExecution(Execution):
             self._start_phase()
             return None
         self._result = self._make_result()
+        if self._cgroup is not None:
+            job_cgroup.remove_tree(self._cgroup)
+            job_cgroup.remove_if_empty(self.request.run_id)
         self.phase = "done"
         self._write_procs()
         return self._result
@@ -347,9 +383,13 @@ class LocalExecution(Execution):
             time.sleep(0.02)
 
     def _terminate_all(self, grace_s: float) -> None:
+        # Without a cgroup, a process that left its rank's group is found now, while its parent lives.
+        self._strays |= session_and_descendants({p.pid for p in self._procs.values() if p.returncode is None})
         for p in self._procs.values():
             if p.returncode is None:
                 _signal_group(p.pid, signal.SIGTERM)
+        _signal_strays(self._strays, signal.SIGTERM)
+        job_cgroup.terminate(self._cgroup)
         if self._kill_at is None:
             self._kill_at = self._clock() + grace_s
 

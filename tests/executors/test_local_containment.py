@@ -1,0 +1,106 @@
+"""The local executor's hold on a job: exit codes recorded where a later process can read them,
+and processes that leave their rank's session stopped with the job (cgroup v2, or the fallback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.executors import Outcome
+from launcher.executors.job_status import ended_outcome, exit_path
+from tests.executors.test_local_executor import _request, _start
+from tests.reliability.test_orphan_jobs import _cgroup_v2_writable
+
+RUN_ID = f"r-contain-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_pid_file(path: Path) -> int:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            pid = int(path.read_text())
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                return pid
+        time.sleep(0.02)
+    raise AssertionError(f"no pid in {path} after 20s")
+
+
+def test_exit_codes_are_recorded_per_rank_and_read_back(tmp_path):
+    req = _request(tmp_path, run='[ "$SKYPILOT_NODE_RANK" = 1 ] && exit 3; exit 0', num_nodes=2, run_id=RUN_ID)
+    result = _start(req).wait(30)
+    assert result.outcome is Outcome.FAILED and result.exit_code == 3
+    assert [exit_path(req.run_dir, 1, "run", r).read_text() for r in range(2)] == ["0\n", "3\n"]
+    job = ended_outcome(req.run_dir, 1, 2)
+    assert (job.outcome, job.exit_code) == (Outcome.FAILED, 3)
+
+
+def test_the_code_a_job_exits_with_after_sigterm_is_what_is_recorded(tmp_path):
+    req = _request(tmp_path, run="trap 'echo saving; exit 75' TERM; echo up; sleep 30 & wait", run_id=RUN_ID)
+    ex = _start(req)
+    log = req.run_dir / "logs" / "rank-0.log"
+    for _ in range(400):
+        if "up" in log.read_text():
+            break
+        time.sleep(0.02)
+    ex.notify_preemption(grace_s=5)
+    result = ex.wait(20)
+    assert result.outcome is Outcome.PREEMPTED and result.exit_code == 75
+    assert exit_path(req.run_dir, 1, "run", 0).read_text() == "75\n"
+    assert ended_outcome(req.run_dir, 1, 1).outcome is Outcome.PREEMPTED
+    assert "Terminated" not in log.read_text()  # the wrapper says nothing in the job's log
+
+
+def test_a_job_that_ended_leaves_no_setsid_process_behind_with_a_cgroup(tmp_path):
+    if not _cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 here")
+    pid_file = tmp_path / "escapee"
+    unrelated = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    escapee = None
+    try:
+        req = _request(
+            tmp_path, run_id=RUN_ID,
+            run=f'( env -u LAUNCHER_RUN_ID setsid sleep 300 >/dev/null 2>&1 & echo $! > {pid_file} ); '
+                f'while [ "$(cat /proc/$(cat {pid_file})/comm)" != sleep ]; do sleep 0.02; done',
+        )  # fmt: skip
+        result = _start(req).wait(30)
+        escapee = int(pid_file.read_text())
+        assert result.outcome is Outcome.SUCCEEDED
+        assert not _alive(escapee)
+        assert unrelated.poll() is None
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+        if escapee is not None and _alive(escapee):
+            os.kill(escapee, signal.SIGKILL)
+
+
+def test_without_a_cgroup_stop_reaches_a_setsid_child_of_the_job(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAUNCHER_CGROUP_ROOT", "off")
+    pid_file = tmp_path / "escapee"
+    unrelated = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    escapee = None
+    try:
+        req = _request(tmp_path, run_id=RUN_ID, run=f"env -u LAUNCHER_RUN_ID setsid sleep 300 & echo $! > {pid_file}; sleep 300")
+        ex = _start(req)
+        escapee = _wait_pid_file(pid_file)
+        result = ex.stop(grace_s=2)
+        assert result.outcome is Outcome.CANCELLED
+        assert not _alive(escapee)
+        assert unrelated.poll() is None
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+        if escapee is not None and _alive(escapee):
+            os.kill(escapee, signal.SIGKILL)
