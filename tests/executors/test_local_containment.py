@@ -38,7 +38,12 @@ def _wait_pid_file(path: Path) -> int:
 
 
 def test_exit_codes_are_recorded_per_rank_and_read_back(tmp_path):
-    req = _request(tmp_path, run='[ "$SKYPILOT_NODE_RANK" = 1 ] && exit 3; exit 0', num_nodes=2, run_id=RUN_ID)
+    # Rank 1 fails only once rank 0's code is recorded: a failing rank stops its peers, and a
+    # peer stopped first would be recorded as stopped (143), not 0, on a slow machine.
+    first = exit_path(tmp_path / "run", 1, "run", 0)
+    run = f'if [ "$SKYPILOT_NODE_RANK" = 1 ]; then until [ -s {first} ]; do sleep 0.05; done; exit 3; fi; exit 0'
+    req = _request(tmp_path, run=run, num_nodes=2, run_id=RUN_ID)
+    assert exit_path(req.run_dir, 1, "run", 0) == first
     result = _start(req).wait(30)
     assert result.outcome is Outcome.FAILED and result.exit_code == 3
     assert [exit_path(req.run_dir, 1, "run", r).read_text() for r in range(2)] == ["0\n", "3\n"]
