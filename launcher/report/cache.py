@@ -123,7 +123,9 @@ class ReportCache:
             count = int(conn.execute(select(func.count()).select_from(m.attempts)).scalar_one())
             open_list = sorted(conn.execute(select(a.attempt_id).where(a.ended_at.is_(None))).scalars())
             if len(open_list) > MAX_IN_LIST:  # unusual: read them with the full event pass
-                open_attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None))
+                open_attempts = read_attempts(
+                    conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None), bulk=True
+                )
             else:  # (an empty IN list would still make SQLite walk every event of those kinds)
                 open_attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=open_list or ["-"])
             open_ids = set(open_attempts["attempt_id"])
@@ -164,8 +166,14 @@ class ReportCache:
                                 self._touch(meta, new_meta)
                             self.stats = CacheStats(mode, len(ids), len(ck_runs), time.perf_counter() - t0)
                             return _with_open(attempts, open_attempts, checkpoints, open_ck)
-            attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_not(None))
-            checkpoints = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_not(None))
+            # bulk reads see what is committed now: what ended since the open lists were read
+            # stays with the open ones (recorded as open, so the next refresh reads it again)
+            attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_not(None), bulk=True)
+            attempts = attempts[~attempts["attempt_id"].isin(open_ids)].reset_index(drop=True)
+            checkpoints = read_checkpoints(
+                conn, Window(), ALL_KEYS, keep, ret, run_ended=True, bulk=True, attempts=attempts
+            )
+            checkpoints = checkpoints[~checkpoints["run_id"].isin(open_run_ids)].reset_index(drop=True)
         self._write({**new_meta, "attempts": len(attempts)}, attempts, checkpoints)
         self.stats = CacheStats("full", len(attempts), -1, time.perf_counter() - t0)
         return _with_open(attempts, open_attempts, checkpoints, open_ck)
