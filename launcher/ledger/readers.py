@@ -25,7 +25,9 @@ from launcher.ledger.types import epoch
 PREEMPTED_REASONS = ("preempted", "node_lost")
 NULL = -1.0
 EVENT_KINDS = ("teardown", "checkpoint", "recovery", "price")  # the kinds cost facts come from
-DETAIL_COLUMNS = ("zone", "instance_type", "accelerator", "cluster", "spot")  # for --by attempt
+DETAIL_COLUMNS = (
+    "zone", "instance_type", "accelerator", "cluster", "spot", "billing_account_id", "billing_account_name",
+)  # for --by attempt and the FOCUS export  # fmt: skip
 RUN_KEYS = ("project", "experiment", "owner", "cost_center")
 
 

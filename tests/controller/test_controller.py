@@ -347,3 +347,20 @@ def test_cluster_request_carries_spec_and_launch_settings(ledger, tmp_path):
     (req,) = provider.provisioned
     assert (req.num_nodes, req.image_id, req.disk_size_gib, req.ssh_allowed_cidr) == (2, "docker:img", 200, "203.0.113.7/32")
     assert req.offer == OFFERS[0] and req.cluster == f"{job.run_id}-c1"
+
+
+def test_attempt_records_the_providers_billing_account(ledger, tmp_path):
+    from launcher.providers.base import BillingAccountRef
+
+    class AccountedProvider(ScriptedProvider):  # a provider that knows its cloud account
+        def billing_account(self):
+            return BillingAccountRef(id="123456789012", name="research")
+
+    job = make_job(ledger, tmp_path)
+    Controller(job, make_deps(ledger, AccountedProvider(), ScriptedExecutor([_ok]))).run()
+    (a,) = ledger.attempts(job.run_id)
+    assert (a.billing_account_id, a.billing_account_name) == ("123456789012", "research")
+    job2 = make_job(ledger, tmp_path, run_id="r-test-2")
+    Controller(job2, make_deps(ledger, ScriptedProvider(), ScriptedExecutor([_ok]))).run()
+    (b,) = ledger.attempts(job2.run_id)
+    assert (b.billing_account_id, b.billing_account_name) == (None, None)  # the provider cannot tell
