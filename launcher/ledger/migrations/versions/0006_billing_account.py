@@ -28,6 +28,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("attempts") as batch:
-        batch.drop_column("billing_account_name")
-        batch.drop_column("billing_account_id")
+    # plain ALTER TABLE ... DROP COLUMN (SQLite >= 3.35): a batch copy would drop and recreate
+    # attempts, and SQLite's implicit DELETE would cascade to every event of every attempt
+    op.drop_column("attempts", "billing_account_name")
+    op.drop_column("attempts", "billing_account_id")
