@@ -37,8 +37,15 @@ def _num(expr: Any) -> Any:
 
 def _columns(rows: list[tuple], names: Sequence[str], numeric: set[str], times: set[str] = frozenset()) -> pd.DataFrame:
     """Rows -> DataFrame: numeric columns via numpy (sentinel -1 -> NaN), `times` (SQLite's
-    'YYYY-MM-DD HH:MM:SS.ffffff' text, parsed by pandas in C) as epoch seconds, others as objects."""
-    cols = list(zip(*rows)) if rows else [() for _ in names]
+    'YYYY-MM-DD HH:MM:SS.ffffff' text, parsed in C) as epoch seconds, others as objects.
+    The rows become one 2-D object array (columns are its slices): transposing with zip(*rows)
+    cost more than the fetch itself on a million rows."""
+    if rows:
+        table = np.empty((len(rows), len(names)), dtype=object)
+        table[:] = rows
+        cols: list[Any] = [table[:, i] for i in range(len(names))]
+    else:
+        cols = [np.array([], dtype=object) for _ in names]
     data: dict[str, Any] = {}
     for name, col in zip(names, cols):
         if name in times:
@@ -293,12 +300,13 @@ def read_runs(conn: Any, columns: Sequence[str], *, times: Sequence[str] = ()) -
 def positions(index: pd.Series, values: pd.Series) -> np.ndarray:
     """Row of each of `values` in the unique `index` (-1 where absent); categoricals are looked
     up once per category."""
-    where = pd.Index(np.asarray(index, dtype=object))
+    # object Indexes throughout: pandas would otherwise convert a million strings to Arrow ones
+    where = pd.Index(np.asarray(index, dtype=object), dtype=object)
     if isinstance(values.dtype, pd.CategoricalDtype):
-        cat_pos = where.get_indexer(np.asarray(values.cat.categories, dtype=object))
+        cat_pos = where.get_indexer(pd.Index(np.asarray(values.cat.categories, dtype=object), dtype=object))
         codes = values.cat.codes.to_numpy()
         return np.where(codes >= 0, cat_pos[np.maximum(codes, 0)], -1)
-    return where.get_indexer(np.asarray(values, dtype=object))
+    return where.get_indexer(pd.Index(np.asarray(values, dtype=object), dtype=object))
 
 
 def take(col: pd.Series, pos: np.ndarray) -> pd.Series:
@@ -468,7 +476,7 @@ def _read_checkpoints_bulk(
 
 def _plain(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
     """These columns as plain objects (frames from different reads concatenate cleanly)."""
-    return pd.DataFrame({c: np.asarray(df[c], dtype=object) if c in df else None for c in cols})
+    return pd.DataFrame({c: pd.Series(np.asarray(df[c], dtype=object) if c in df else None, dtype=object) for c in cols})
 
 
 def read_prices(conn: Any, *, attempt_ids: Sequence[str] | None = None) -> pd.DataFrame:
