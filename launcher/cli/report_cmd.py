@@ -111,7 +111,7 @@ def focus_cmd(
     month: str | None = typer.Option(None, "--month", help="A calendar month YYYY-MM (default: everything)."),
     since: str | None = typer.Option(None, "--since", help="Start, YYYY-MM-DD or ISO-8601 time (UTC)."),
     until: str | None = typer.Option(None, "--until", help="End: a date includes that day; a time is exclusive."),
-    account: list[str] = typer.Option([], "--account", help="CLOUD=ID[:NAME], the billing account of a cloud's charges (repeatable); default: a stable id per ledger and cloud."),
+    account: list[str] = typer.Option([], "--account", help="CLOUD=ID[:NAME], the billing account of a cloud's charges (repeatable); default: the account recorded with each attempt (AWS account, GCP project), else a stable id per ledger and cloud."),
     as_of: str | None = typer.Option(None, "--as-of", help="Count open attempts up to this time (default: now)."),
 ) -> None:
     """Write a FOCUS 1.2 cost-and-usage dataset (one row per charge: compute per attempt and

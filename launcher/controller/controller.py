@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.tags import cluster_tags
+from launcher.controller.billing_account import with_billing_account
 from launcher.controller.checkpoint_watch import CheckpointWatch
 from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
 from launcher.controller.states import can_transition, is_terminal
@@ -348,7 +349,9 @@ class Controller:
         seq = len(before) + 1
         replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in before)  # a job ran before
         cluster = f"{job.run_id}-c{seq}"
-        attempt = self.led.add_attempt(job.run_id, NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster))
+        provider = self.d.provider_for(offer.cloud)
+        new = NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster)
+        attempt = self.led.add_attempt(job.run_id, with_billing_account(new, provider))
         tags = cluster_tags(job.tags, cluster=cluster, run_id=job.run_id)
         self.led.upsert_cluster(
             ClusterRecord(
@@ -357,7 +360,6 @@ class Controller:
             )
         )  # fmt: skip
         self.d.notify(f"attempt {seq}: provisioning {offer.cloud}/{offer.region} {offer.instance_type}")
-        provider = self.d.provider_for(offer.cloud)
         request = ClusterRequest(
             cluster=cluster, offer=offer, num_nodes=spec.num_nodes, tags=tags,
             image_id=spec.resources.image, disk_size_gib=spec.resources.disk_size,

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from launcher.errors import BadInputError, ConflictError
 
 # The newest revision in migrations/versions (test_migrations checks it matches the scripts).
-SCHEMA_HEAD = "0005_leases"
+SCHEMA_HEAD = "0006_billing_account"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_S = 60.0
 _PG_LOCK_KEY = 0x6C6564676572  # "ledger"

@@ -85,6 +85,9 @@ attempts = Table(
     Column("end_reason", String(64)),
     Column("exit_code", Integer),
     Column("billed_seconds", Float),
+    # the cloud account billed (0006): AWS account id, GCP project; NULL when unknown
+    Column("billing_account_id", String(128)),
+    Column("billing_account_name", String(255)),
     UniqueConstraint("run_id", "seq"),
     Index(None, "started_at"),
     Index(None, "ended_at"),

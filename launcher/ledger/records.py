@@ -169,6 +169,9 @@ class NewAttempt:
     spot: bool = False
     on_demand_price_usd_per_hour: float | None = None
     cluster: str | None = None
+    # the cloud account billed, when the provider knows it (AWS account id, GCP project)
+    billing_account_id: str | None = None
+    billing_account_name: str | None = None
 
     @classmethod
     def from_offer(cls, offer: Any, *, num_nodes: int = 1, cluster: str | None = None) -> NewAttempt:
@@ -210,6 +213,8 @@ class AttemptRecord:
     end_reason: str | None = None
     exit_code: int | None = None
     billed_seconds: float | None = None
+    billing_account_id: str | None = None
+    billing_account_name: str | None = None
 
     @property
     def is_open(self) -> bool:

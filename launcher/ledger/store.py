@@ -211,6 +211,8 @@ class Ledger(CostQueries, InfraRecords):
                     price_usd_per_hour=attempt.price_usd_per_hour,
                     on_demand_price_usd_per_hour=attempt.on_demand_price_usd_per_hour,
                     cluster=attempt.cluster, state=str(state), started_at=start,
+                    billing_account_id=attempt.billing_account_id,
+                    billing_account_name=attempt.billing_account_name,
                 )  # fmt: skip
             )
         return self.get_attempt(attempt_id)

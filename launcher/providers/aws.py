@@ -7,6 +7,7 @@ how tests point it at a real moto_server; `endpoint_url=` overrides it explicitl
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 import threading
@@ -14,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from launcher.errors import CredentialsError, ProviderError
+from launcher.errors import CredentialsError, LauncherError, ProviderError
 from launcher.providers.base import (
     MANAGED_BY_TAG,
     MANAGED_BY_VALUE,
+    BillingAccountRef,
     ClusterHandle,
     ClusterRequest,
     CredentialStatus,
@@ -26,6 +28,8 @@ from launcher.providers.base import (
     Provider,
 )
 from launcher.providers.notice import AWS_NOTICE, PreemptionNoticeSource
+
+log = logging.getLogger(__name__)
 
 # Regions with broad GPU capacity; scanned when neither `regions=` nor LAUNCHER_AWS_REGIONS is set.
 # `regions="all"` asks EC2 DescribeRegions instead.
@@ -105,6 +109,7 @@ class AwsProvider(Provider):
         # boto3 sessions are not thread-safe (clients are): the region scan's threads make
         # their clients one at a time.
         self._clients_lock = threading.Lock()
+        self._billing_account: BillingAccountRef | None = None
 
     # ---- plumbing -----------------------------------------------------------------------------
     def _boto_session(self) -> Any:
@@ -188,6 +193,19 @@ class AwsProvider(Provider):
             source += f" (profile {session.profile_name})"
         ident = self._api(lambda: self.client("sts", self._home_region()).get_caller_identity())
         return CredentialStatus(self.name, True, source + suffix, ident["Account"])
+
+    def billing_account(self) -> BillingAccountRef | None:
+        """The account of these credentials (STS GetCallerIdentity, which needs no IAM
+        permission), asked once per provider."""
+        if self._billing_account is None:
+            try:
+                ident = self._api(lambda: self.client("sts", self._home_region()).get_caller_identity())
+            except LauncherError as e:
+                log.info("aws: billing account unknown (%s)", e.message)
+                return None
+            account = str(ident["Account"])
+            self._billing_account = BillingAccountRef(id=account, name=f"AWS account {account}")
+        return self._billing_account
 
     def provision(self, request: ClusterRequest) -> ClusterHandle:
         from launcher.providers.stack_backed import provision_stack

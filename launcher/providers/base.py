@@ -3,7 +3,8 @@
 Required: credentials, provision, terminate (idempotent: already gone = success), list_instances.
 The reaper's instance operations (tag, untag, stop, terminate one instance, idle signals) have
 defaults that say "not supported". Opt-in capabilities are declared Protocols, checked with
-isinstance: PreemptionNotices, ReclaimCheck, SpotCapacity, PartialListing, BatchIdleSignals.
+isinstance: PreemptionNotices, ReclaimCheck, SpotCapacity, PartialListing, BatchIdleSignals,
+BillingAccounts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ class CredentialStatus:
     enabled: bool
     source: str  # where the credentials were found, or why none were
     account: str | None = None
+
+
+@dataclass(frozen=True)
+class BillingAccountRef:
+    """The cloud account a provider's charges bill to (FOCUS BillingAccountId / Name)."""
+
+    id: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -162,3 +171,10 @@ class PartialListing(Protocol):
 class BatchIdleSignals(Protocol):
     def idle_signals_many(self, instances: list[InstanceInfo], window_minutes: int) -> dict[str, IdleSignals]:
         """Idle signals of many instances in few calls (e.g. one CloudWatch get_metric_data)."""
+
+
+@runtime_checkable
+class BillingAccounts(Protocol):
+    def billing_account(self) -> BillingAccountRef | None:
+        """The account this provider's machines bill to, asked once and remembered; None when
+        it cannot be told (no credentials, no permission): never an error, it only labels."""

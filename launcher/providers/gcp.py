@@ -24,6 +24,7 @@ from launcher.errors import CredentialsError, ProviderError
 from launcher.providers.base import (
     MANAGED_BY_TAG,
     MANAGED_BY_VALUE,
+    BillingAccountRef,
     ClusterHandle,
     ClusterRequest,
     CredentialStatus,
@@ -158,6 +159,13 @@ class GcpProvider(Provider):
             raise ProviderError(f"GCP compute call kept failing until the retry deadline: {e.cause}") from e
 
     # ---- Provider -----------------------------------------------------------------------------
+    def billing_account(self) -> BillingAccountRef | None:
+        """The project machines are created in: the configured one, else the one of the
+        credentials (environment, credentials file, gcloud configuration: where google-auth's
+        default() looks, without its metadata-server probe). Charges bill to the project."""
+        project = self._project or _detect_project(self._env)
+        return BillingAccountRef(id=project, name=f"GCP project {project}") if project else None
+
     def credentials(self) -> CredentialStatus:
         """Where credentials were found (files and env only; no network)."""
         project = self._project or _detect_project(self._env)

@@ -123,7 +123,9 @@ class ReportCache:
             count = int(conn.execute(select(func.count()).select_from(m.attempts)).scalar_one())
             open_list = sorted(conn.execute(select(a.attempt_id).where(a.ended_at.is_(None))).scalars())
             if len(open_list) > MAX_IN_LIST:  # unusual: read them with the full event pass
-                open_attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None))
+                open_attempts = read_attempts(
+                    conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_(None), bulk=True
+                )
             else:  # (an empty IN list would still make SQLite walk every event of those kinds)
                 open_attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=open_list or ["-"])
             open_ids = set(open_attempts["attempt_id"])
@@ -155,8 +157,13 @@ class ReportCache:
                         attempts, checkpoints = frames
                         mode = "unchanged"
                         if ids or ck_runs:
-                            attempts, checkpoints = self._merge(conn, frames, sorted(ids), ck_runs, keep, ret)
-                            mode = "incremental"
+                            fresh = self._fresh(conn, sorted(ids), ck_runs, keep, ret)
+                            # re-read but equal to the cached rows (PostgreSQL's id margin re-reads
+                            # the recent events' attempts every time): keep the files instead of
+                            # rewriting a million rows
+                            if not _matches(frames, fresh, ids, ck_runs):
+                                attempts, checkpoints = _merge(frames, fresh, ids, ck_runs)
+                                mode = "incremental"
                         if len(attempts) + len(open_attempts) == count:  # else e.g. a backfilled attempt
                             if mode == "incremental":
                                 self._write({**new_meta, "attempts": len(attempts)}, attempts, checkpoints)
@@ -164,8 +171,14 @@ class ReportCache:
                                 self._touch(meta, new_meta)
                             self.stats = CacheStats(mode, len(ids), len(ck_runs), time.perf_counter() - t0)
                             return _with_open(attempts, open_attempts, checkpoints, open_ck)
-            attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_not(None))
-            checkpoints = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, where=r.ended_at.is_not(None))
+            # bulk reads see what is committed now: what ended since the open lists were read
+            # stays with the open ones (recorded as open, so the next refresh reads it again)
+            attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, where=a.ended_at.is_not(None), bulk=True)
+            attempts = attempts[~attempts["attempt_id"].isin(open_ids)].reset_index(drop=True)
+            checkpoints = read_checkpoints(
+                conn, Window(), ALL_KEYS, keep, ret, run_ended=True, bulk=True, attempts=attempts
+            )
+            checkpoints = checkpoints[~checkpoints["run_id"].isin(open_run_ids)].reset_index(drop=True)
         self._write({**new_meta, "attempts": len(attempts)}, attempts, checkpoints)
         self.stats = CacheStats("full", len(attempts), -1, time.perf_counter() - t0)
         return _with_open(attempts, open_attempts, checkpoints, open_ck)
@@ -175,17 +188,59 @@ class ReportCache:
         atomic_write_text(self.dir / "meta.json", json.dumps({**old, **new, "refreshed_at": old["refreshed_at"]}))
 
     @staticmethod
-    def _merge(
-        conn: Any, frames: tuple[pd.DataFrame, pd.DataFrame], ids: list[str], ck_runs: set[str], keep: int, ret: float
-    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        attempts, checkpoints = frames
-        if ids:
-            changed = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids)
-            attempts = _concat(attempts[~attempts["attempt_id"].isin(ids)], changed)
-        if ck_runs:
-            fresh = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(ck_runs))
-            checkpoints = _concat(checkpoints[~checkpoints["run_id"].isin(ck_runs)], fresh)
+    def _fresh(
+        conn: Any, ids: list[str], ck_runs: set[str], keep: int, ret: float
+    ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+        """These attempts and these runs' checkpoints, read from the ledger again."""
+        attempts = read_attempts(conn, Window(), ALL_KEYS, False, with_ids=True, only_ids=ids) if ids else None
+        checkpoints = read_checkpoints(conn, Window(), ALL_KEYS, keep, ret, runs=sorted(ck_runs)) if ck_runs else None
         return attempts, checkpoints
+
+def _matches(
+    frames: tuple[pd.DataFrame, pd.DataFrame],
+    fresh: tuple[pd.DataFrame | None, pd.DataFrame | None],
+    ids: set[str],
+    ck_runs: set[str],
+) -> bool:
+    """Whether the cached frames already hold exactly the fresh rows."""
+    attempts, checkpoints = frames
+    if fresh[0] is not None:
+        if not _same_rows(attempts[attempts["attempt_id"].isin(ids).to_numpy()], fresh[0], ["attempt_id"]):
+            return False
+    if fresh[1] is not None:
+        mine = checkpoints[checkpoints["run_id"].isin(ck_runs).to_numpy()]
+        if not _same_rows(mine, fresh[1], ["run_id", "at", "size_bytes"]):
+            return False
+    return True
+
+
+def _merge(
+    frames: tuple[pd.DataFrame, pd.DataFrame],
+    fresh: tuple[pd.DataFrame | None, pd.DataFrame | None],
+    ids: set[str],
+    ck_runs: set[str],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cached frames with these attempts' and runs' rows replaced by the fresh ones."""
+    attempts, checkpoints = frames
+    if fresh[0] is not None:
+        attempts = _concat(attempts[~attempts["attempt_id"].isin(ids).to_numpy()], fresh[0])
+    if fresh[1] is not None:
+        checkpoints = _concat(checkpoints[~checkpoints["run_id"].isin(ck_runs).to_numpy()], fresh[1])
+    return attempts, checkpoints
+
+
+def _same_rows(cached: pd.DataFrame, fresh: pd.DataFrame, order: list[str]) -> bool:
+    """Whether the cached rows equal the fresh ones (as plain values, in the same order)."""
+    if len(cached) != len(fresh) or set(cached.columns) != set(fresh.columns):
+        return False
+    cols = list(cached.columns)
+
+    def plain(df: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame({c: pd.Series(np.asarray(df[c], dtype=object), dtype=object) for c in cols})
+        out = out.where(out.notna(), None)
+        return out.sort_values(order, kind="stable").reset_index(drop=True)
+
+    return plain(cached).equals(plain(fresh))
 
 
 def _with_open(

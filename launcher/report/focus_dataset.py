@@ -8,9 +8,11 @@ Charges:
 Each row carries every column FOCUS 1.2 makes mandatory, plus the recommended ones we can fill
 (ChargeFrequency, ServiceSubcategory; InvoiceId null: we issue no invoices) and our own
 dimensions and measures as `x_` columns. BillingPeriod is the calendar month (UTC) of the
-charge; a charge never crosses a month boundary. The billing account is the cloud account when
-the caller names it (`accounts`), else a stable id derived from the ledger, so rows of one
-ledger and cloud always share one account.
+charge; a charge never crosses a month boundary. The billing account is, in this order: the
+one the caller names for the cloud (`--account`), the cloud account recorded with the attempt
+when it was provisioned (AWS account from STS, GCP project; storage rows take the one of their
+run's attempts in that cloud), else a stable id derived from the ledger (the local backend,
+attempts recorded before the ledger kept accounts).
 """
 
 from __future__ import annotations
@@ -73,9 +75,14 @@ def default_accounts(ledger_url: str, clouds: list[str]) -> dict[str, BillingAcc
 
 
 def focus_dataset(
-    data: LedgerData, query: ReportQuery, accounts: Mapping[str, BillingAccount]
+    data: LedgerData,
+    query: ReportQuery,
+    accounts: Mapping[str, BillingAccount],
+    named: Mapping[str, BillingAccount] | None = None,
 ) -> ReportResult:
-    """Compute and storage charges as one FOCUS frame (result.frame), sorted by period."""
+    """Compute and storage charges as one FOCUS frame (result.frame), sorted by period.
+    `named`: accounts the user named per cloud (win over recorded ones); `accounts`: the
+    fallback per cloud where no account was recorded."""
     no_ck = replace(data, facts=replace(data.facts, checkpoints=data.facts.checkpoints.iloc[0:0]))
     compute = report_from_data(no_ck, replace(query, by=("attempt", "month"), tight_periods=True))
     window = compute.window
@@ -87,7 +94,7 @@ def focus_dataset(
         if len(f)
     ]
     frame = pd.concat(frames, ignore_index=True) if frames else _compute_rows(compute.frame, data.attempts)
-    frame = _add_accounts(frame, accounts)
+    frame = _add_accounts(frame, accounts, named or {}, data.attempts)
     frame = frame.sort_values(["ChargePeriodStart", "x_ChargeKind", "x_RunId", "x_AttemptId"], kind="stable")
     cols = [c for c in (*FOCUS_COLUMNS, *X_COLUMNS) if c in frame.columns]
     frame = frame[cols].reset_index(drop=True)
@@ -199,10 +206,30 @@ def _run_keys(data: LedgerData) -> dict[str, dict]:
     return {rid: {c: first[c].iloc[i] for c in cols} for i, rid in enumerate(first["run_id"].to_numpy())}
 
 
-def _add_accounts(frame: pd.DataFrame, accounts: Mapping[str, BillingAccount]) -> pd.DataFrame:
-    by_provider = {F.provider_name(c): acct for c, acct in accounts.items()}
-    frame["BillingAccountId"] = [by_provider[p].id if p in by_provider else None for p in frame["ProviderName"]]
-    frame["BillingAccountName"] = [by_provider[p].name if p in by_provider else None for p in frame["ProviderName"]]
+def _add_accounts(
+    frame: pd.DataFrame,
+    accounts: Mapping[str, BillingAccount],
+    named: Mapping[str, BillingAccount],
+    attempts: pd.DataFrame,
+) -> pd.DataFrame:
+    fallback = {F.provider_name(c): acct for c, acct in accounts.items()}
+    by_name = {F.provider_name(c): acct for c, acct in named.items()}
+    by_attempt: dict[str, BillingAccount] = {}
+    by_run: dict[tuple[str, str], BillingAccount] = {}  # (run, provider): its attempts' account
+    if "billing_account_id" in attempts:
+        rec = attempts[attempts["billing_account_id"].notna()]
+        for aid, rid, cloud, acct_id, name in zip(
+            rec["attempt_id"], rec["run_id"], rec["cloud"], rec["billing_account_id"], rec["billing_account_name"]
+        ):
+            acct = BillingAccount(id=str(acct_id), name=str(name) if isinstance(name, str) and name else str(acct_id))
+            by_attempt[aid] = acct
+            by_run.setdefault((rid, F.provider_name(cloud)), acct)
+    chosen = [
+        by_name.get(p) or by_attempt.get(aid) or by_run.get((rid, p)) or fallback.get(p)
+        for p, aid, rid in zip(frame["ProviderName"], frame["x_AttemptId"], frame["x_RunId"])
+    ]
+    frame["BillingAccountId"] = [a.id if a else None for a in chosen]
+    frame["BillingAccountName"] = [a.name if a else None for a in chosen]
     frame["InvoiceId"] = None  # no charge of ours is on an invoice (FOCUS: then null)
     return frame
 
@@ -220,4 +247,4 @@ def build_focus(
         retention_s=a.checkpoint_retention_after_run_s, now=now,
     )  # fmt: skip
     clouds = sorted({*map(str, data.attempts["cloud"].dropna()), *map(str, data.facts.checkpoints.get("cloud", pd.Series(dtype=object)).dropna())})
-    return focus_dataset(data, query, {**default_accounts(ledger.url, clouds), **(accounts or {})})
+    return focus_dataset(data, query, default_accounts(ledger.url, clouds), accounts)

@@ -34,9 +34,9 @@ def load_ledger_data(
         return _load_cached(ledger, window, keys, checkpoint_keep_last, retention_s, as_of, timings)
     t0 = time.perf_counter()
     with ledger.engine.connect() as conn:
-        attempts = read_attempts(conn, window, keys, detail)
+        attempts = read_attempts(conn, window, keys, detail, bulk=True)
         t1 = time.perf_counter()
-        checkpoints = read_checkpoints(conn, window, keys, checkpoint_keep_last, retention_s)
+        checkpoints = read_checkpoints(conn, window, keys, checkpoint_keep_last, retention_s, bulk=True)
         prices = read_prices(conn)
         t2 = time.perf_counter()
         if with_tags:

@@ -373,3 +373,20 @@ def test_the_tracking_session_is_a_run_observer():
     from launcher.tracking.session import TrackingSession
 
     assert issubclass(TrackingSession, RunObserver)
+
+
+def test_attempt_records_the_providers_billing_account(ledger, tmp_path):
+    from launcher.providers.base import BillingAccountRef
+
+    class AccountedProvider(ScriptedProvider):  # a provider that knows its cloud account
+        def billing_account(self):
+            return BillingAccountRef(id="123456789012", name="research")
+
+    job = make_job(ledger, tmp_path)
+    Controller(job, make_deps(ledger, AccountedProvider(), ScriptedExecutor([_ok]))).run()
+    (a,) = ledger.attempts(job.run_id)
+    assert (a.billing_account_id, a.billing_account_name) == ("123456789012", "research")
+    job2 = make_job(ledger, tmp_path, run_id="r-test-2")
+    Controller(job2, make_deps(ledger, ScriptedProvider(), ScriptedExecutor([_ok]))).run()
+    (b,) = ledger.attempts(job2.run_id)
+    assert (b.billing_account_id, b.billing_account_name) == (None, None)  # the provider cannot tell

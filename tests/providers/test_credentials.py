@@ -94,3 +94,45 @@ def test_gcp_nothing_found(bare_env):
 def test_gcp_local_endpoint_is_anonymous(bare_env):
     st = GcpProvider("p", api_endpoint="http://127.0.0.1:9").credentials()
     assert st.enabled and "anonymous" in st.source and "http://127.0.0.1:9" in st.source
+
+
+# ---- billing account (recorded with each attempt for the FOCUS export) ----------------------
+
+
+def test_aws_billing_account_is_the_sts_callers_account(aws_env, aws_account, tmp_path):
+    from launcher.controller.billing_account import with_billing_account
+    from launcher.ledger import Ledger, NewAttempt, RunRecord
+
+    ref = AwsProvider().billing_account()  # STS GetCallerIdentity on the real moto_server
+    assert ref is not None and ref.id == aws_account and aws_account in ref.name
+    new = with_billing_account(NewAttempt(cloud="aws", region="us-east-1", instance_type="g5.xlarge", price_usd_per_hour=1.0), AwsProvider())
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as led:  # recorded with the attempt, read back from the ledger
+        led.create_run(RunRecord(run_id="r1", name="r1", spec_hash="0" * 64, spec_yaml="run: x", project="p"))
+        a = led.add_attempt("r1", new)
+        got = led.get_attempt(a.attempt_id)
+    assert (got.billing_account_id, got.billing_account_name) == (aws_account, f"AWS account {aws_account}")
+
+
+def test_aws_billing_account_unknown_without_credentials(bare_env, monkeypatch):
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-role probe
+    assert AwsProvider().billing_account() is None  # never an error: it only labels charges
+
+
+def test_gcp_billing_account_is_the_project(bare_env):
+    assert GcpProvider(project="research-123", env={}).billing_account().id == "research-123"
+    ref = GcpProvider(env={"GOOGLE_CLOUD_PROJECT": "from-env", "HOME": str(bare_env)}).billing_account()
+    assert ref is not None and (ref.id, ref.name) == ("from-env", "GCP project from-env")
+    creds = bare_env / "sa.json"
+    creds.write_text(json.dumps({"type": "service_account", "project_id": "from-creds"}))
+    ref = GcpProvider(env={"GOOGLE_APPLICATION_CREDENTIALS": str(creds), "HOME": str(bare_env)}).billing_account()
+    assert ref is not None and ref.id == "from-creds"
+    assert GcpProvider(env={"HOME": str(bare_env)}).billing_account() is None
+
+
+def test_local_provider_records_no_account():
+    from launcher.controller.billing_account import with_billing_account
+    from launcher.ledger import NewAttempt
+    from launcher.providers.local import LocalProvider
+
+    new = NewAttempt(cloud="local", region="local", instance_type="local", price_usd_per_hour=0.0)
+    assert with_billing_account(new, LocalProvider()) == new  # the report derives a stable local id

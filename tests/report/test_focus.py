@@ -29,7 +29,9 @@ def build_focus_ledger(url: str):
     """The hand ledger (see conftest) plus:
     r-oct (project tools, exp-d): gcp spot, 1 node at $2.00/h (on-demand $5.00), 10-31 22:00 to
       11-01 02:00, completed; price change to $3.00/h at 11-01 00:00; a 5 GB checkpoint at
-      10-31 23:00. Oct: 2 h x $2 = $4.00 (list $10); Nov: 2 h x $3 = $6.00 (list $10).
+      10-31 23:00. Oct: 2 h x $2 = $4.00 (list $10); Nov: 2 h x $3 = $6.00 (list $10). Its
+      billing account (the GCP project) was recorded when it was provisioned; the hand
+      ledger's attempts have none.
       Storage: 5 GB kept to the clock: 1 h in October, 54 h in November, at $0.026/GB-month.
     r-local (project tools, exp-e): the local backend, $0/h, 11-02 10:00 to 11:00.
     """
@@ -50,7 +52,8 @@ def build_focus_ledger(url: str):
         "r-oct",
         NewAttempt(cloud="gcp", region="us-central1", zone="us-central1-a", instance_type="g2-standard-8",
                    accelerator="L4", accelerator_count=1, num_nodes=1, spot=True, price_usd_per_hour=2.0,
-                   on_demand_price_usd_per_hour=5.0),
+                   on_demand_price_usd_per_hour=5.0, billing_account_id="tools-prod-4711",
+                   billing_account_name="GCP project tools-prod-4711"),
         started_at=OCT,
     )  # fmt: skip
     led.add_event("r-oct", "checkpoint", {"size_bytes": 5 * GB}, attempt_id=a.attempt_id, at=OCT + timedelta(hours=1))
@@ -144,8 +147,14 @@ def test_charges_match_hand_figures(focus_ledger_path):
     assert (f["ChargePeriodStart"] >= f["BillingPeriodStart"]).all()
     assert (f["ChargePeriodEnd"] <= f["BillingPeriodEnd"]).all()
     assert f["ListCost"].to_numpy() == pytest.approx((f["ListUnitPrice"] * f["PricingQuantity"]).to_numpy())
-    # one billing account per cloud
-    assert f.groupby("ProviderName")["BillingAccountId"].nunique().eq(1).all()
+    # billing accounts: the one recorded with the attempt (compute and its run's storage), else
+    # one stable id per cloud derived from the ledger
+    oct_all = f[f["x_RunId"] == "r-oct"]
+    assert len(oct_all) == 4 and set(oct_all["BillingAccountId"]) == {"tools-prod-4711"}
+    assert set(oct_all["BillingAccountName"]) == {"GCP project tools-prod-4711"}
+    nlp = f[f["x_RunId"] == "r-nlp-1"]
+    assert len(nlp) == 1 and nlp["BillingAccountId"].iloc[0].startswith("gcp-")
+    assert f[f["ProviderName"] == "AWS"]["BillingAccountId"].nunique() == 1
     assert f["BilledCost"].sum() == pytest.approx(30.0 + 10 * 13 / 730 * 0.023 + 5 * 55 / 730 * 0.026)
 
 
@@ -163,6 +172,11 @@ def test_cli_focus_files_and_accounts(focus_home):
     t = pq.read_table(out).to_pandas()
     aws = t[t["ProviderName"] == "AWS"]
     assert set(aws["BillingAccountId"]) == {"123456789012"} and set(aws["BillingAccountName"]) == {"research"}
+    assert set(t[t["x_RunId"] == "r-oct"]["BillingAccountId"]) == {"tools-prod-4711"}  # recorded, not named
+    named = focus_home / "named.csv"  # an account named for a cloud wins over recorded ones
+    assert run(["report", "focus", "-o", str(named), "--month", "2026-11", "--as-of", AS_OF, "--account", "gcp=999:billing"]) == 0
+    gcp = pd.read_csv(named, dtype={"BillingAccountId": str})
+    assert set(gcp[gcp["ProviderName"] == "Google Cloud"]["BillingAccountId"]) == {"999"}
     assert t["BilledCost"].sum() == pytest.approx(26.0 + 10 * 13 / 730 * 0.023 + 5 * 54 / 730 * 0.026)
     # --by attempt writes the same dataset
     csv = focus_home / "all.csv"
