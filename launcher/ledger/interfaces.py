@@ -64,6 +64,8 @@ class LedgerReader(Protocol):
 
 @runtime_checkable
 class LedgerWriter(LedgerReader, Protocol):
+    def now(self) -> datetime: ...
+
     def transaction(self) -> AbstractContextManager[None]:
         """Writes (and reads) inside the block land together or not at all."""
         ...
