@@ -207,6 +207,9 @@ class Controller:
             return None
         from launcher.controller.cleanup import abandon_open_attempts
 
+        # Closing the attempts and settling the run are two changes with processes killed and
+        # clusters terminated between them; a failed write in between is safe to resume again:
+        # _settle_resumed reads the closed attempts.
         abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.ABANDONED)
         if self._settle_resumed():
             return None

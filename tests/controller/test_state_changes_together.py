@@ -99,3 +99,54 @@ def test_a_failed_attempt_state_leaves_the_run_provisioning_with_its_attempt(url
         assert a.state == "provisioning" and a.ended_at is None
         (c,) = led.clusters(run_id=run_id)
         assert c.state == "provisioning"
+
+
+class FailingEvents(Ledger):
+    """Fails appending events of `kind` as a full disk would."""
+
+    def __init__(self, url: str, *, kind: str) -> None:
+        super().__init__(url)
+        self.kind = kind
+
+    def add_event(self, run_id, kind, data=None, **kw):
+        if str(kind) == self.kind:
+            raise LedgerUnavailableError("the disk holding the ledger is full")
+        return super().add_event(run_id, kind, data, **kw)
+
+
+def _running_attempt(led: Ledger, tmp_path: Path):
+    from launcher.ledger import ClusterRecord
+    from tests.ledger.helpers import gpu_attempt
+
+    job = make_job(led, tmp_path)
+    led.set_run_state(job.run_id, "provisioning")
+    a = led.add_attempt(job.run_id, gpu_attempt(cluster="c1"))
+    led.upsert_cluster(ClusterRecord(name="c1", provider="fake", region="r1", state="up", run_id=job.run_id))
+    led.set_run_state(job.run_id, "running")
+    return job, a
+
+
+def test_cleanup_closing_an_attempt_from_its_exit_status_is_all_or_nothing(url, tmp_path):
+    from launcher.controller.ended_attempts import CLEANUP_EVENT, close_attempt
+    from launcher.executors.job_status import EndedJob
+
+    with FailingEvents(url, kind=CLEANUP_EVENT) as led:
+        job, a = _running_attempt(led, tmp_path)
+        with pytest.raises(LedgerUnavailableError):
+            close_attempt(led, a, job.run_dir, EndedJob(Outcome.SUCCEEDED, 0, "exit 0"), reason="abandoned")
+    with Ledger(url) as led:
+        got = led.get_attempt(a.attempt_id)
+        assert (got.ended_at, got.end_reason) == (None, None)  # not `completed` without the event saying how it was learned
+
+
+def test_cleanup_terminating_a_cluster_records_both_rows_before_asking_the_provider(url, tmp_path):
+    from launcher.controller.cleanup import terminate_cluster
+
+    provider = ScriptedProvider()
+    with FailingEvents(url, kind="teardown") as led:
+        job, _ = _running_attempt(led, tmp_path)
+        with pytest.raises(LedgerUnavailableError):
+            terminate_cluster(led, led.get_cluster("c1"), lambda cloud: provider, run_id=job.run_id)
+    with Ledger(url) as led:
+        assert led.get_cluster("c1").state == "up"  # not `terminating` with no teardown event
+    assert provider.terminated == []
