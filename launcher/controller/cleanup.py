@@ -38,9 +38,10 @@ def terminate_cluster(ledger: LedgerWriter, c: ClusterRecord, provider_for: Prov
     """Terminate one cluster (ledger first). Returns True when something was done."""
     if c.state == ClusterState.TERMINATED:
         return False
-    ledger.set_cluster_state(c.name, ClusterState.TERMINATING)
-    if run_id:
-        ledger.add_event(run_id, EventKind.TEARDOWN, {"cluster": c.name, "by": "cleanup"})
+    with ledger.transaction():  # recorded together, before the provider is asked
+        ledger.set_cluster_state(c.name, ClusterState.TERMINATING)
+        if run_id:
+            ledger.add_event(run_id, EventKind.TEARDOWN, {"cluster": c.name, "by": "cleanup"})
     provider_for(c.provider).terminate(handle_from_record(c))
     ledger.set_cluster_state(c.name, ClusterState.TERMINATED)
     return True

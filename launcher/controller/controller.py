@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +131,8 @@ class _AttemptEnd:
     exit_code: int | None = None
     offer: ScoredOffer | None = None
     detail: str = ""
+    attempt_id: str | None = None  # still open: closed together with the run's next state
+    ended_at: datetime | None = None
 
 
 class Controller:
@@ -205,6 +208,9 @@ class Controller:
             return None
         from launcher.controller.cleanup import abandon_open_attempts
 
+        # Closing the attempts and settling the run are two changes with processes killed and
+        # clusters terminated between them; a failed write in between is safe to resume again:
+        # _settle_resumed reads the closed attempts.
         abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.ABANDONED)
         if self._settle_resumed():
             return None
@@ -302,33 +308,32 @@ class Controller:
                 if previous is not None:
                     self.led.add_event(self.job.run_id, EventKind.RECOVERY, {"policy": self.d.policy.name, "offer": _offer_dict(offer), "reason": why})
             retry_same = None
-            self._transition(RunState.PROVISIONING, data={"offer": _offer_dict(offer), "why": why})
-            end = self._attempt(offer)
+            end = self._attempt(offer, why)
             tried.append(offer)
             previous = offer
             last_failed = offer if end.reason == EndReason.PROVISION_FAILED else None
             if end.reason != EndReason.PROVISION_FAILED:
                 recoveries += 1
             if end.reason == EndReason.COMPLETED:
-                self._transition(RunState.SUCCEEDED, reason=EndReason.COMPLETED)
+                self._transition(RunState.SUCCEEDED, reason=EndReason.COMPLETED, ending=end)
                 return
             if end.reason == EndReason.SETUP_FAILED:
-                self._fail(EndReason.SETUP_FAILED, end.detail, exit_code=end.exit_code)
+                self._fail(EndReason.SETUP_FAILED, end.detail, exit_code=end.exit_code, ending=end)
                 return
             if end.reason == EndReason.FAILED:
                 failures += 1
                 if failures > self.job.spec.launcher.max_restarts:
-                    self._fail(EndReason.FAILED, end.detail, exit_code=end.exit_code)
+                    self._fail(EndReason.FAILED, end.detail, exit_code=end.exit_code, ending=end)
                     return
-                self._transition(RunState.RECOVERING, reason="restart after failure", data={"exit_code": end.exit_code})
+                self._transition(RunState.RECOVERING, reason="restart after failure", data={"exit_code": end.exit_code}, ending=end)
                 retry_same = offer
                 continue
             if end.reason in (EndReason.PREEMPTED, EndReason.NODE_LOST):
                 preempted_regions.append(offer.offer.region)
-                self._transition(RunState.RECOVERING, reason=end.reason)
+                self._transition(RunState.RECOVERING, reason=end.reason, ending=end)
                 continue
             if end.reason == EndReason.PROVISION_FAILED:
-                self._transition(RunState.RECOVERING, reason="provision failed", data={"error": end.detail})
+                self._transition(RunState.RECOVERING, reason="provision failed", data={"error": end.detail}, ending=end)
                 self._capacity_errors[offer.offer] = self.d.clock()
                 if self._placement is not None:  # the policy would ask for the same offer at once
                     if waited_s + self.d.capacity_retry_s > self.d.max_wait_s:
@@ -337,12 +342,15 @@ class Controller:
                     waited_s += self._sleep_watchful(self.d.capacity_retry_s)
                 continue
             if end.reason == EndReason.MOVED:
-                self._transition(RunState.RECOVERING, reason=EndReason.MOVED)
+                self._transition(RunState.RECOVERING, reason=EndReason.MOVED, ending=end)
                 continue
+            self._end_attempt(end)
             raise _Stopped  # CANCELLED / BUDGET_STOP: the run is STOPPING already
         self._fail(EndReason.FAILED, f"gave up after {self.d.max_recoveries} recoveries")
 
-    def _attempt(self, scored: ScoredOffer) -> _AttemptEnd:
+    def _attempt(self, scored: ScoredOffer, why: str) -> _AttemptEnd:
+        """Provision, run and tear down one attempt. A job that ended on its own comes back with
+        its attempt still open: the caller closes it together with the run's next state."""
         job, spec, offer = self.job, self.job.spec, scored.offer
         started = self.d.clock()
         before = self.led.attempts(job.run_id)
@@ -350,15 +358,18 @@ class Controller:
         replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in before)  # a job ran before
         cluster = f"{job.run_id}-c{seq}"
         provider = self.d.provider_for(offer.cloud)
-        new = NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster)
-        attempt = self.led.add_attempt(job.run_id, with_billing_account(new, provider))
+        # The account is asked of the cloud before the transaction below: no cloud call inside it.
+        new = with_billing_account(NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster), provider)
         tags = cluster_tags(job.tags, cluster=cluster, run_id=job.run_id)
-        self.led.upsert_cluster(
-            ClusterRecord(
-                name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,
-                state=ClusterState.PROVISIONING, run_id=job.run_id, project=spec.launcher.project, tags=tags,
-            )
-        )  # fmt: skip
+        with self._together():  # the run provisions this attempt on this cluster: one change
+            self._transition(RunState.PROVISIONING, data={"offer": _offer_dict(scored), "why": why})
+            attempt = self.led.add_attempt(job.run_id, new)
+            self.led.upsert_cluster(
+                ClusterRecord(
+                    name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,
+                    state=ClusterState.PROVISIONING, run_id=job.run_id, project=spec.launcher.project, tags=tags,
+                )
+            )  # fmt: skip
         self.d.notify(f"attempt {seq}: provisioning {offer.cloud}/{offer.region} {offer.instance_type}")
         request = ClusterRequest(
             cluster=cluster, offer=offer, num_nodes=spec.num_nodes, tags=tags,
@@ -374,27 +385,28 @@ class Controller:
                 job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e), "cloud_unusable": whole_cloud},
                 attempt_id=attempt.attempt_id,
             )  # fmt: skip
-            self.led.end_attempt(attempt.attempt_id, EndReason.PROVISION_FAILED)
+            ended_at = self.led.now()
             self._teardown(provider, None, cluster, attempt.attempt_id)
             if whole_cloud:
                 self._unusable_clouds.add(offer.cloud)
                 self.d.notify(f"{offer.cloud}: {e}; skipping its offers")
-            return _AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=scored)
-        self.led.upsert_cluster(
-            ClusterRecord(
-                name=cluster, provider=offer.cloud, region=handle.region, zone=handle.zone, stack=handle.stack,
-                state=ClusterState.UP, run_id=job.run_id, project=spec.launcher.project,
-                nodes=[{"instance_id": n.instance_id, "ip": n.ip, "rank": n.rank} for n in handle.nodes],
-            )
-        )  # fmt: skip
-        self.led.add_event(job.run_id, EventKind.PROVISION, {"ok": True, "cluster": cluster, "nodes": len(handle.nodes)}, attempt_id=attempt.attempt_id)
+            return _AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=scored, attempt_id=attempt.attempt_id, ended_at=ended_at)
         try:
-            self._transition(RunState.RUNNING, data={"attempt": seq})
+            with self._together():  # the cluster is up and the run runs this attempt: one change, before the job starts
+                self.led.upsert_cluster(
+                    ClusterRecord(
+                        name=cluster, provider=offer.cloud, region=handle.region, zone=handle.zone, stack=handle.stack,
+                        state=ClusterState.UP, run_id=job.run_id, project=spec.launcher.project,
+                        nodes=[{"instance_id": n.instance_id, "ip": n.ip, "rank": n.rank} for n in handle.nodes],
+                    )
+                )  # fmt: skip
+                self.led.add_event(job.run_id, EventKind.PROVISION, {"ok": True, "cluster": cluster, "nodes": len(handle.nodes)}, attempt_id=attempt.attempt_id)
+                self._transition(RunState.RUNNING, data={"attempt": seq})
+                self.led.set_attempt_state(attempt.attempt_id, AttemptState.SETUP if spec.setup else AttemptState.RUNNING)
         except _Stopped:
             self.led.end_attempt(attempt.attempt_id, EndReason.CANCELLED)
             self._teardown(provider, handle, cluster, attempt.attempt_id)
             raise
-        self.led.set_attempt_state(attempt.attempt_id, AttemptState.SETUP if spec.setup else AttemptState.RUNNING)
         request = ExecRequest(
             run_id=job.run_id, attempt=seq, run_dir=job.run_dir, workdir=job.workdir, setup=spec.setup,
             run=spec.run, num_nodes=spec.num_nodes, gpus_per_node=offer.accelerator_count,
@@ -419,12 +431,17 @@ class Controller:
         reason = _end_reason(result, stop_reason)
         if self._moving and reason == EndReason.PREEMPTED and stop_reason is None:
             reason = EndReason.MOVED  # we asked it to stop: the job checkpointed and exited
-        self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code)
+        ended_at = self.led.now()
+        if stop_reason is not None:  # the run is STOPPING already: the attempt's end is the whole change
+            self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code, ended_at=ended_at)
+        # Otherwise the attempt stays open through the teardown (an action: no transaction spans
+        # it) and closes together with the run's next state, so a failed write never leaves a
+        # live run whose attempt ended; billing still ends when the job did.
         self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
         self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else ""))
         if stop_reason is not None:
             raise _Stopped
-        return _AttemptEnd(reason, result.exit_code, scored, result.detail)
+        return _AttemptEnd(reason, result.exit_code, scored, result.detail, attempt.attempt_id, ended_at)
 
     def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, watch: CheckpointWatch,
                *, recovered_from: float | None, held: ScoredOffer | None = None,
@@ -544,14 +561,40 @@ class Controller:
             return EndReason.CANCELLED
         why = (self.d.budget_stop or default_budget_stop)(self.led, self.job.run_id)
         if why:
-            self.led.add_event(self.job.run_id, EventKind.BUDGET_STOP, {"reason": why})
+            with self.led.transaction():  # the stop's reason and STOPPING: the final state reads the one to name the other
+                self.led.add_event(self.job.run_id, EventKind.BUDGET_STOP, {"reason": why})
+                self._enter_stopping(EndReason.BUDGET_STOP)
             self.d.notify(f"budget stop: {why}")
-            self._enter_stopping(EndReason.BUDGET_STOP)
             return EndReason.BUDGET_STOP
         return None
 
     # ---- ledger-first transitions -------------------------------------------------------------
-    def _transition(self, dst: str, *, reason: str | None = None, data: dict | None = None) -> None:
+    @contextmanager
+    def _together(self) -> Iterator[None]:
+        """The ledger writes of the block land together or not at all. A _Stopped raised inside
+        (cancel, or another process moved the run) still commits what was written, STOPPING
+        included: those facts are true."""
+        stopped = False
+        with self.led.transaction():
+            try:
+                yield
+            except _Stopped:
+                stopped = True
+        if stopped:
+            raise _Stopped
+
+    def _end_attempt(self, end: _AttemptEnd) -> None:
+        if end.attempt_id is not None:
+            self.led.end_attempt(end.attempt_id, end.reason, exit_code=end.exit_code, ended_at=end.ended_at)
+
+    def _transition(self, dst: str, *, reason: str | None = None, data: dict | None = None, ending: _AttemptEnd | None = None) -> None:
+        """Move the run to `dst` (compare-and-set). `ending`: the attempt that ended, closed in
+        the same transaction."""
+        if ending is not None:
+            with self._together():
+                self._end_attempt(ending)
+                self._transition(dst, reason=reason, data=data)
+            return
         if self._cancel.is_set() and dst not in (RunState.STOPPING, RunState.CANCELLED, RunState.BUDGET_STOPPED, RunState.FAILED):
             self._enter_stopping(EndReason.CANCELLED)
             raise _Stopped
@@ -591,15 +634,16 @@ class Controller:
         except ConflictError:
             self._state = self.led.get_run(self.job.run_id).state
 
-    def _fail(self, reason: str, detail: str, *, exit_code: int | None = None) -> None:
+    def _fail(self, reason: str, detail: str, *, exit_code: int | None = None, ending: _AttemptEnd | None = None) -> None:
         data = {"detail": detail}
         if exit_code is not None:
             data["exit_code"] = exit_code
-        self._transition(RunState.FAILED, reason=reason, data=data)
+        self._transition(RunState.FAILED, reason=reason, data=data, ending=ending)
 
     def _teardown(self, provider: Provider, handle: ClusterHandle | None, cluster: str, attempt_id: str, *, executor=None) -> None:
-        self.led.set_cluster_state(cluster, ClusterState.TERMINATING)
-        self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster}, attempt_id=attempt_id)
+        with self.led.transaction():
+            self.led.set_cluster_state(cluster, ClusterState.TERMINATING)
+            self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster}, attempt_id=attempt_id)
         if handle is not None:
             if executor is not None:
                 try:

@@ -54,16 +54,17 @@ def close_attempt(ledger: LedgerWriter, a: AttemptRecord, run_dir: Path, job: En
     ended_at = datetime.fromtimestamp(job.ended_at_unix, UTC) if job.ended_at_unix else None
     if ended_at is not None and ended_at < a.started_at:
         ended_at = None
-    step = _record_checkpoint(ledger, a, run_dir)
-    try:
-        ledger.end_attempt(a.attempt_id, end_reason, exit_code=job.exit_code, ended_at=ended_at)
-    except ConflictError:
-        return None
+    step = _record_checkpoint(ledger, a, run_dir)  # true on its own: the job saved it
     data = {"attempt": a.seq, "end_reason": str(end_reason), "exit_code": job.exit_code, "detail": job.detail,
             "from": "the job's exit status file (its controller was gone)"}  # fmt: skip
     if step is not None:
         data["checkpoint_step"] = step
-    ledger.add_event(a.run_id, CLEANUP_EVENT, data, attempt_id=a.attempt_id)
+    try:
+        with ledger.transaction():  # the attempt's end and where it was learned land together
+            ledger.end_attempt(a.attempt_id, end_reason, exit_code=job.exit_code, ended_at=ended_at)
+            ledger.add_event(a.run_id, CLEANUP_EVENT, data, attempt_id=a.attempt_id)
+    except ConflictError:
+        return None
     return end_reason
 
 

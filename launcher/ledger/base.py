@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -32,6 +33,12 @@ def _reraise(e: BaseException, where: str) -> NoReturn:
     raise err from e
 
 
+class _Joined(threading.local):
+    """The connection of the unit of work this thread has open (None: none)."""
+
+    conn: Connection | None = None
+
+
 class LedgerBase:
     """Engine, clock and transactions. See launcher.ledger.store.Ledger for the API."""
 
@@ -40,6 +47,7 @@ class LedgerBase:
 
         self._url = normalize_url(url or db_url())
         self._now = now
+        self._joined = _Joined()
         try:
             self._engine = make_engine(self._url)
         except OSError as e:
@@ -74,18 +82,55 @@ class LedgerBase:
         self.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        """A short write transaction (BEGIN IMMEDIATE on SQLite), committed on exit; a failure
-        rolls the whole transaction back and is told as a LedgerUnavailableError."""
+    def transaction(self) -> Iterator[None]:
+        """A unit of work: every ledger read and write this thread makes inside the block joins
+        one write transaction (BEGIN IMMEDIATE on SQLite), committed when the block ends and
+        rolled back whole when anything in it raises. Reads see the block's own writes. A
+        nested block joins the outer one. Keep blocks short and free of slow actions: on
+        SQLite every other writer waits for the block."""
+        if self._joined.conn is not None:
+            yield
+            return
         try:
             with self._write_engine.begin() as conn:
+                self._check_write(conn)
+                self._joined.conn = conn
+                try:
+                    yield
+                finally:
+                    self._joined.conn = None
+        except (DBAPIError, OSError) as e:
+            _reraise(e, self.url)
+
+    def _check_write(self, conn: Connection) -> None:
+        """Hook run first in every write transaction (and in each write joining one)."""
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        """A short write transaction (BEGIN IMMEDIATE on SQLite), committed on exit; a failure
+        rolls the whole transaction back and is told as a LedgerUnavailableError. Inside
+        `transaction()` it is a savepoint of the open transaction: a method's failed write
+        undoes only its own rows, so a caller that handles the error can go on."""
+        joined = self._joined.conn
+        try:
+            if joined is not None:
+                with joined.begin_nested():
+                    self._check_write(joined)
+                    yield joined
+                return
+            with self._write_engine.begin() as conn:
+                self._check_write(conn)
                 yield conn
         except (DBAPIError, OSError) as e:
             _reraise(e, self.url)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
+        joined = self._joined.conn
         try:
+            if joined is not None:
+                yield joined
+                return
             with self._engine.connect() as conn:
                 yield conn
         except (DBAPIError, OSError) as e:

@@ -6,6 +6,7 @@ SQLAlchemy)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,6 +64,12 @@ class LedgerReader(Protocol):
 
 @runtime_checkable
 class LedgerWriter(LedgerReader, Protocol):
+    def now(self) -> datetime: ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Writes (and reads) inside the block land together or not at all."""
+        ...
+
     def create_run(self, run: RunRecord, tags: Mapping[str, str] | None = None) -> RunRecord: ...
 
     def set_run_state(

@@ -16,8 +16,6 @@ guarantees for several replicas on one machine.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -208,12 +206,9 @@ class FencedLedger(LeaseLedger):
     def close(self) -> None:  # the parent owns the engine
         pass
 
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
+    def _check_write(self, conn: Connection) -> None:
         run_id, owner_id, generation = self._fence
-        with self._write_engine.begin() as conn:
-            l = m.leases.c
-            row = conn.execute(select(l.owner_id, l.generation).where(l.run_id == run_id).with_for_update()).first()
-            if row is None or row.owner_id != owner_id or row.generation != generation:
-                raise LeaseLostError(f"run {run_id}: this server no longer holds its lease")
-            yield conn
+        l = m.leases.c
+        row = conn.execute(select(l.owner_id, l.generation).where(l.run_id == run_id).with_for_update()).first()
+        if row is None or row.owner_id != owner_id or row.generation != generation:
+            raise LeaseLostError(f"run {run_id}: this server no longer holds its lease")

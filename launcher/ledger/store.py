@@ -2,7 +2,8 @@
 
 Every write is its own short transaction, committed before the method returns, so the caller
 (e.g. the controller, which records each transition BEFORE acting on it) can rely on it after a
-crash. Opening a Ledger upgrades the schema to head under a lock (see engine.py).
+crash. Writes that form one state change go inside `with ledger.transaction():` and land
+together or not at all (see base.py). Opening a Ledger upgrades the schema to head under a lock (see engine.py).
 """
 
 from __future__ import annotations
