@@ -15,6 +15,15 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
+def process_group(pid: int) -> int | None:
+    """The process group of `pid` (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def proc_stats() -> Iterator[list[str]]:
     """For every process: the fields of /proc/<pid>/stat after the command name (state at [0],
     ppid, pgrp at [2], ..., utime at [11], stime at [12]); processes that vanish are skipped."""

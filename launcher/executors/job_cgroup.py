@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ENV = "LAUNCHER_CGROUP_ROOT"
@@ -104,9 +105,10 @@ def _populated(cgroup: Path) -> bool:
     return bool(members(cgroup))
 
 
-def terminate(cgroup: Path | None) -> int:
-    """SIGTERM every member (the job's chance to save and exit). Returns how many were signalled."""
-    pids = members(cgroup)
+def terminate(cgroup: Path | None, *, already: Callable[[int], bool] = lambda pid: False) -> int:
+    """SIGTERM every member not `already` signalled (the job's chance to save and exit: one
+    notice each, or a job's handler runs twice). Returns how many were signalled."""
+    pids = {pid for pid in members(cgroup) if not already(pid)}
     _signal_all(pids, signal.SIGTERM)
     return len(pids)
 

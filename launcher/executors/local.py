@@ -35,7 +35,7 @@ from pathlib import Path
 from launcher.atomic import atomic_write_text
 from launcher.executors import job_cgroup
 from launcher.executors.job_status import exit_path, record_attempt, wrap_argv
-from launcher.procfs import proc_stats, process_start_ticks, run_process_groups, session_and_descendants
+from launcher.procfs import proc_stats, process_group, process_start_ticks, run_process_groups, session_and_descendants
 from launcher.executors.base import (
     DEFAULT_GRACE_SECONDS,
     PREEMPTED_EXIT_CODE,
@@ -384,12 +384,14 @@ class LocalExecution(Execution):
 
     def _terminate_all(self, grace_s: float) -> None:
         # Without a cgroup, a process that left its rank's group is found now, while its parent lives.
-        self._strays |= session_and_descendants({p.pid for p in self._procs.values() if p.returncode is None})
-        for p in self._procs.values():
-            if p.returncode is None:
-                _signal_group(p.pid, signal.SIGTERM)
-        _signal_strays(self._strays, signal.SIGTERM)
-        job_cgroup.terminate(self._cgroup)
+        groups = {p.pid for p in self._procs.values() if p.returncode is None}
+        self._strays |= session_and_descendants(groups)
+        for g in groups:
+            _signal_group(g, signal.SIGTERM)
+        # One SIGTERM per process: a job's handler (save a checkpoint, exit 75) must not run twice.
+        outside = {pid: t for pid, t in self._strays.items() if process_group(pid) not in groups}
+        _signal_strays(outside, signal.SIGTERM)
+        job_cgroup.terminate(self._cgroup, already=lambda pid: process_group(pid) in groups or pid in outside)
         if self._kill_at is None:
             self._kill_at = self._clock() + grace_s
 

@@ -109,3 +109,21 @@ def test_without_a_cgroup_stop_reaches_a_setsid_child_of_the_job(tmp_path, monke
         unrelated.wait()
         if escapee is not None and _alive(escapee):
             os.kill(escapee, signal.SIGKILL)
+
+
+def test_a_preemption_notice_is_one_sigterm_per_process(tmp_path):
+    # The rank's group, its session's strays and the attempt's cgroup overlap: each process must
+    # still see the notice once, or a job's save-and-exit handler runs twice.
+    run = "n=0; trap 'n=$((n+1)); echo term $n' TERM; echo up; for i in $(seq 60); do sleep 0.05; done; echo total $n; exit 75"
+    req = _request(tmp_path, run=run, run_id=RUN_ID)
+    ex = _start(req)
+    log = req.run_dir / "logs" / "rank-0.log"
+    for _ in range(400):
+        if "up" in log.read_text():
+            break
+        time.sleep(0.02)
+    ex.notify_preemption(grace_s=20)
+    result = ex.wait(30)
+    assert result.outcome is Outcome.PREEMPTED and result.exit_code == 75
+    text = log.read_text()
+    assert "total 1" in text and "term 2" not in text, text
