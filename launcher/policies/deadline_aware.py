@@ -51,7 +51,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         reserve_work_fraction: float = 0.1,
         poll_hours: float = DEFAULT_POLL_HOURS,
         prior_up_hours: float = 1.0,
-        prior_down_hours: float = 1.0,
+        prior_down_hours: float = 2.0,
         prior_weight: float = 0.5,
         hop_margin: float = 1.0,
         compare_wait: bool = True,

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 from launcher.policies.base import Choice, Decision, DecisionState
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, _prices
-from launcher.policies.safety import budget, enforce
+from launcher.policies.safety import Budget, budget, enforce
 
 
 class MultiZonePolicy(DeadlineAwarePolicy):
     name = "multi-zone"
     multi_zone = True
 
-    def __init__(self, *, move_when_binding: bool = True, bind_margin: float = 1.0, start_margin: float = 1.0,
-                 min_outage_overheads: float = 0.0, **params) -> None:  # fmt: skip
+    def __init__(self, *, move_when_binding: bool = True, bind_margin: float = 1.2, start_margin: float = 1.0,
+                 prior_up_fraction: float = 0.8, prior_fraction_hours: float = 1.0,
+                 **params) -> None:  # fmt: skip
         """`move_when_binding`: move while idle when waiting for this zone would eat the slack;
         `bind_margin`: how much longer than the time left the wait must look; `start_margin`: the
         expected spell a start in another zone asks for, in units of its break-even."""
@@ -35,7 +36,8 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         self.move_when_binding = move_when_binding
         self.bind_margin = bind_margin
         self.start_margin = start_margin
-        self.min_outage_overheads = min_outage_overheads
+        self.prior_up_fraction = prior_up_fraction
+        self.prior_fraction_hours = prior_fraction_hours
 
     def _hops_pay(self, state: DecisionState) -> bool:
         return any(self._zone_hops_pay(state, z) for z in range(len(state.spot_available)))
@@ -52,17 +54,19 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         od, sp = _prices(state)
         return self.start_margin * o * od / (od - sp)
 
-    def _binding(self, state: DecisionState, z: int) -> bool:
+    def _binding(self, state: DecisionState, z: int, b: Budget) -> bool:
         """Would waiting for zone `z` alone run the slack down? Expected time to finish there: the
-        outage now, then cycles of up and down spells yielding u - O of progress each."""
-        u, d = self.spells.mean_up(z), self.spells.mean_down(z)
+        work left over the share of time it has capacity, less the start lost in each spell.
+        (In policy units, as the budget: the controller's clock is not exactly on the ticks.)"""
+        u = self.spells.mean_up(z)
         o = state.restart_overhead_hours
-        left_work = max(0.0, state.work_total_hours - state.work_done_hours)
-        left_time = state.deadline_hours - state.elapsed_hours
         if u <= o:
             return True
-        need = d + o + left_work * (u + d) / (u - o)
-        return need * self.bind_margin > left_time
+        f = self.spells.up_fraction(z, self.prior_up_fraction, self.prior_fraction_hours)
+        if f <= 0:
+            return True
+        need = b.remaining / (f * (1.0 - o / u))
+        return need * self.bind_margin > b.left
 
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone
@@ -85,8 +89,7 @@ class MultiZonePolicy(DeadlineAwarePolicy):
                 if here < need:
                     why = f"zone {z} down and its spells (~{here:.2f} h) do not repay a start: move to zone {best} (spells ~{spell:.2f} h)"
                     return enforce(state, Decision(Choice.SPOT, best, why), b)
-                if (self.move_when_binding and self.spells.age(z) >= self.min_outage_overheads * state.restart_overhead_hours
-                        and self._binding(state, z)):
+                if self.move_when_binding and self._binding(state, z, b):
                     why = f"zone {z} down and waiting for it would use up the slack: move to zone {best} (spells ~{spell:.2f} h)"
                     return enforce(state, Decision(Choice.SPOT, best, why), b)
         if can_wait:

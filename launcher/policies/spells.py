@@ -61,6 +61,15 @@ class SpellTracker:
     def mean_down(self, z: int) -> float:
         return self._mean(z, False, self.prior_down_hours)
 
+    def up_fraction(self, z: int, prior_fraction: float, prior_hours: float) -> float:
+        """Share of the time zone `z` has had capacity, starting from `prior_fraction` worth
+        `prior_hours` of observation."""
+        if z >= len(self._state):
+            return prior_fraction
+        up = self._exposure[z][1] + (self._now - self._since[z] if self._state[z] else 0.0)
+        down = self._exposure[z][0] + (0.0 if self._state[z] else self._now - self._since[z])
+        return (prior_fraction * prior_hours + up) / (prior_hours + up + down)
+
     def age(self, z: int) -> float:
         """How long zone `z` has been in its current state (hours, since first seen)."""
         return self._now - self._since[z] if z < len(self._since) else 0.0
