@@ -57,6 +57,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         compare_wait: bool = True,
         wait_bias: float = 1.0,
         reserve_by_outages: bool = True,
+        insure_after_overheads: float = 12.0,
     ) -> None:
         if reserve_overheads < 0 or reserve_work_fraction < 0 or poll_hours <= 0:
             raise ValueError("reserve_overheads and reserve_work_fraction must be >= 0, poll_hours > 0")
@@ -74,6 +75,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         self.compare_wait = compare_wait
         self.wait_bias = wait_bias
         self.reserve_by_outages = reserve_by_outages
+        self.insure_after_overheads = insure_after_overheads
         self.spells = SpellTracker(prior_up_hours, prior_down_hours, prior_weight)
 
     def reset(self) -> None:
@@ -94,6 +96,13 @@ class DeadlineAwarePolicy(PlacementPolicy):
         """Slack to keep for hops back to spot once on on-demand (policy units). When the spells
         seen are too short for a hop to pay, no hop will be made: keep only the safety net's 2 O."""
         if not self._hops_pay(state):
+            z = state.current_zone
+            if self.insure_after_overheads and not state.spot_available[z] and (
+                self.spells.age(z) >= self.insure_after_overheads * state.restart_overhead_hours
+            ):
+                # An outage far longer than the spells seen: they may not be the regime; keep
+                # one hop back to spot so that capacity coming back for long is not missed.
+                return 4 * b.overhead
             return 2 * b.overhead
         if self.reserve_by_outages:
             z = state.current_zone
