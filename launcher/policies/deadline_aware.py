@@ -6,25 +6,25 @@ Greedy spends all of it idle early and then sits on on-demand to the end, unable
 comes back (taking it needs 2 O of slack). Uniform Progress keeps a reserve proportional to the time
 left, which buys on-demand early even when spot would have come.
 
-`deadline-aware` keeps a *reserve* of slack proportional to the work left, plus a few overheads:
-
-    reserve = max(2 O, k O + gamma * work_left)        (defaults k = 4, gamma = 0.1)
+`deadline-aware` keeps a *reserve* of slack for hops back to spot once it is on on-demand:
 
 - on a live spot cluster: stay (exploitation);
-- spot available: take it, also from on-demand (a hop spends O of slack, and O more if it is
-  preempted, which is what the reserve is for); the safety net refuses once slack < 2 O;
+- spot available, idle: take it; on on-demand: leave for it when the zone's spells (learnt from the
+  run, `spells.SpellTracker`) outlast `O (1 + 2 od / (od - sp))`, what a hop loses (an overhead on
+  spot, one more back to on-demand after the preemption); the safety net refuses once slack < 2 O;
 - no spot, idle: wait while slack after this step stays >= reserve; otherwise on-demand;
 - no spot, on on-demand: stay on on-demand (leaving it to wait only burns a restart later).
 
-So it waits like greedy while slack is plentiful, but arrives at the on-demand phase with slack
-left for several hops back to spot. On the benchmark this beats both greedy and Uniform Progress
-(see bench/bench_policies.py). Every decision goes through `safety.enforce`, so it never misses a
-deadline that on-demand from the start would meet.
-
-`multi-zone` is the same rule over several zones: when its zone's spot capacity is gone (or it is
-idle or on on-demand) it starts spot in another zone that has capacity, paying the restart overhead,
-preferring the zone whose capacity has been up longest (availability spells are heavy-tailed, so an
-old spell is likely to last).
+The reserve is `k O` plus a hop (2 O) for every outage expected in the work left (`work_left /
+(u + d)`, u and d the zone's mean spells up and down), but only when hops pay and pay better than
+waiting, per hour of slack: a hop spends 2 O and saves `u (od - sp) - 2 O od`, a wait through an
+outage spends `d + O` and saves `(u - O) od - u sp`. Otherwise (capacity flapping, or outages
+shorter than a restart) it keeps the safety net's 2 O and waits like greedy, plus one hop (4 O)
+once an outage has outlasted the spells seen by far (`insure_after_overheads`), so that capacity
+returning for good after a long outage is not missed. Every decision goes through
+`safety.enforce`, so it never misses a deadline that on-demand from the start would meet.
+`multi-zone` (`launcher.policies.multi_zone`) is the same rule, moving between zones only where a
+move pays.
 """
 
 from __future__ import annotations
@@ -59,6 +59,11 @@ class DeadlineAwarePolicy(PlacementPolicy):
         reserve_by_outages: bool = True,
         insure_after_overheads: float = 12.0,
     ) -> None:
+        """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
+        assumed before any is seen, worth `prior_weight` spells; `hop_margin`: the spell a hop asks
+        for, in units of its break-even; `compare_wait`/`wait_bias`: keep slack for hops only when
+        they beat waiting per hour of slack (by this factor); `reserve_by_outages`: size the
+        reserve by the outages expected (else `reserve_work_fraction` of the work left)."""
         if reserve_overheads < 0 or reserve_work_fraction < 0 or poll_hours <= 0:
             raise ValueError("reserve_overheads and reserve_work_fraction must be >= 0, poll_hours > 0")
         if prior_up_hours <= 0 or prior_down_hours <= 0 or prior_weight <= 0:
