@@ -57,7 +57,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         compare_wait: bool = True,
         wait_bias: float = 1.0,
         reserve_by_outages: bool = True,
-        insure_after_overheads: float = 12.0,
+        insure_after_overheads: float = 6.0,
     ) -> None:
         """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
         assumed before any is seen, worth `prior_weight` spells; `hop_margin`: the spell a hop asks

@@ -75,7 +75,7 @@ def test_deadline_aware_waits_down_to_its_reserve_then_on_demand_and_stays():
     # W = 10, O = 1 h, prices 3 / 1. The zone has never had capacity: its up spells are estimated at
     # the prior, 1 h, shorter than the 1 * (1 + 2 * 3 / 2) = 4 h a hop back from on-demand needs,
     # so no hop is planned and the reserve is the safety net's 2 O = 2, until the outage has lasted
-    # 12 O (t >= 12): then one hop is kept, 4 O. Slack = 20 - t; it waits while slack - 1 >= the
+    # 6 O (t >= 6): then one hop is kept, 4 O. Slack = 20 - t; it waits while slack - 1 >= the
     # reserve (t <= 15), then on-demand for the 1 + 10 ticks left.
     r, pol = run("deadline-aware", case("1" * 30, work=10, deadline=30, overhead=1))
     assert pol.choices == [N] * 16 + [D] * 11
@@ -168,7 +168,7 @@ def test_deadline_aware_leaves_on_demand_only_when_spells_repay_the_move():
 def test_deadline_aware_keeps_one_hop_when_an_outage_outlasts_the_spells_seen():
     # One 1 h spell, then 30 h without capacity, then capacity for good. W = 20, D = 50, O = 1 h.
     # The spell seen says spells are short (u = (0.5 + 1) / 1.5 = 1 h < the 4 h a hop needs), so no
-    # reserve for hops (2 O). But once the outage has lasted 12 O (t >= 13) that spell is no guide:
+    # reserve for hops (2 O). But once the outage has lasted 6 O (t >= 7) that spell is no guide:
     # keep 4 O, one hop back. Slack = 30 - t: waits while 29 - t >= 4 (t <= 25), on-demand from t26;
     # spot is back at t31, and the hop pays once u = (1.5 + (t - 31)) / 1.5 >= 4 (t36), with slack
     # 50 - 36 - (20 - 9) = 3 >= 2: spot from t36 (1 overhead + 11 progress), done at t47.
