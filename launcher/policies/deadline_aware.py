@@ -34,7 +34,7 @@ from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce
 from launcher.policies.spells import SpellTracker
 
 
-def _prices(state: DecisionState) -> tuple[float, float]:
+def prices(state: DecisionState) -> tuple[float, float]:
     """(on-demand, spot) prices per hour; without them, spot at 30% of on-demand."""
     od, sp = state.on_demand_price_usd_per_hour, state.spot_price_usd_per_hour
     if od is None or sp is None or od <= sp:
@@ -135,7 +135,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         if not self.compare_wait:
             return True
         o = state.restart_overhead_hours
-        od, sp = _prices(state)
+        od, sp = prices(state)
         hop = (u * (od - sp) - 2 * o * od) / (2 * o) if o > 0 else float("inf")
         wait = ((u - o) * od - u * sp) / (d + o)
         return hop > self.wait_bias * wait

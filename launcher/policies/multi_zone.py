@@ -8,15 +8,15 @@ pay for itself:
   enough to repay the hop (the same rule as `deadline-aware` in its own zone);
 - idle, its zone without capacity: wait as `deadline-aware` would while the slack is above the
   reserve; move instead when the slack would run out waiting for this zone (see `_binding`) or
-  when `deadline-aware` would go on-demand, to the zone with the longest spells if they repay a
-  start. So where zones fail together there is nowhere to move to, and where capacity is
+  when `deadline-aware` would go on-demand, or when this zone's spells are too short to repay a
+  start, to the zone with the longest spells if they repay one. So where zones fail together there is nowhere to move to, and where capacity is
   plentiful the wait is free: it stays, and costs what `deadline-aware` costs.
 """
 
 from __future__ import annotations
 
 from launcher.policies.base import Choice, Decision, DecisionState
-from launcher.policies.deadline_aware import DeadlineAwarePolicy, _prices
+from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import Budget, budget, enforce
 
 
@@ -28,8 +28,11 @@ class MultiZonePolicy(DeadlineAwarePolicy):
                  prior_up_fraction: float = 0.8, prior_fraction_hours: float = 1.0,
                  **params) -> None:  # fmt: skip
         """`move_when_binding`: move while idle when waiting for this zone would eat the slack;
-        `bind_margin`: how much longer than the time left the wait must look; `start_margin`: the
-        expected spell a start in another zone asks for, in units of its break-even."""
+        `bind_margin`: the expected time to finish in this zone is multiplied by it before it is
+        compared with the time left (> 1: move a little before the slack would run out);
+        `start_margin`: the expected spell a start in another zone asks for, in units of its
+        break-even; `prior_up_fraction`, `prior_fraction_hours`: the share of time up assumed
+        before any is seen, and what it is worth."""
         super().__init__(**params)
         if bind_margin <= 0 or start_margin <= 0:
             raise ValueError("bind_margin and start_margin must be > 0")
@@ -51,7 +54,7 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         """Expected spell for which a spot start (instead of on-demand) pays: it loses O of
         progress at the spot price and, once preempted, one more start: u (od - sp) > O od."""
         o = state.restart_overhead_hours
-        od, sp = _prices(state)
+        od, sp = prices(state)
         return self.start_margin * o * od / (od - sp)
 
     def _binding(self, state: DecisionState, z: int, b: Budget) -> bool:
