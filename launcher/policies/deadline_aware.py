@@ -6,70 +6,40 @@ Greedy spends all of it idle early and then sits on on-demand to the end, unable
 comes back (taking it needs 2 O of slack). Uniform Progress keeps a reserve proportional to the time
 left, which buys on-demand early even when spot would have come.
 
-`deadline-aware` keeps a *reserve* of slack proportional to the work left, plus a few overheads:
-
-    reserve = max(2 O, k O + gamma * work_left)        (defaults k = 4, gamma = 0.1)
+`deadline-aware` keeps a *reserve* of slack for hops back to spot once it is on on-demand:
 
 - on a live spot cluster: stay (exploitation);
-- spot available: take it, also from on-demand (a hop spends O of slack, and O more if it is
-  preempted, which is what the reserve is for); the safety net refuses once slack < 2 O;
+- spot available, idle: take it; on on-demand: leave for it when the zone's spells (learnt from the
+  run, `spells.SpellTracker`) outlast `O (1 + 2 od / (od - sp))`, what a hop loses (an overhead on
+  spot, one more back to on-demand after the preemption); the safety net refuses once slack < 2 O;
 - no spot, idle: wait while slack after this step stays >= reserve; otherwise on-demand;
 - no spot, on on-demand: stay on on-demand (leaving it to wait only burns a restart later).
 
-So it waits like greedy while slack is plentiful, but arrives at the on-demand phase with slack
-left for several hops back to spot. On the benchmark this beats both greedy and Uniform Progress
-(see bench/bench_policies.py). Every decision goes through `safety.enforce`, so it never misses a
-deadline that on-demand from the start would meet.
-
-`multi-zone` is the same rule over several zones: when its zone's spot capacity is gone (or it is
-idle or on on-demand) it starts spot in another zone that has capacity, paying the restart overhead,
-preferring the zone whose capacity has been up longest (availability spells are heavy-tailed, so an
-old spell is likely to last).
+The reserve is `k O` plus a hop (2 O) for every outage expected in the work left (`work_left /
+(u + d)`, u and d the zone's mean spells up and down), but only when hops pay and pay better than
+waiting, per hour of slack: a hop spends 2 O and saves `u (od - sp) - 2 O od`, a wait through an
+outage spends `d + O` and saves `(u - O) od - u sp`. Otherwise (capacity flapping, or outages
+shorter than a restart) it keeps the safety net's 2 O and waits like greedy, plus one hop (4 O)
+once an outage has outlasted the spells seen by far (`insure_after_overheads`), so that capacity
+returning for good after a long outage is not missed. Every decision goes through
+`safety.enforce`, so it never misses a deadline that on-demand from the start would meet.
+`multi-zone` (`launcher.policies.multi_zone`) is the same rule, moving between zones only where a
+move pays.
 """
 
 from __future__ import annotations
 
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
+from launcher.policies.spells import SpellTracker
 
 
-class SpellTracker:
-    """Per-zone lengths of the capacity spells seen so far (hours), for judging whether a move pays.
-
-    Availability spells differ by orders of magnitude between regimes (minutes when capacity flaps,
-    days when it is plentiful); a hop onto spot pays only when the spell it lands in outlasts the
-    restart overheads it costs, so the policy learns the spell lengths of the run it is in. Each
-    estimate starts from a prior worth one spell."""
-
-    __slots__ = ("_since", "_state", "_up", "_down", "prior_up_hours", "prior_down_hours")
-
-    def __init__(self, prior_up_hours: float, prior_down_hours: float) -> None:
-        self.prior_up_hours = prior_up_hours
-        self.prior_down_hours = prior_down_hours
-        self._since: dict[int, float] = {}
-        self._state: dict[int, bool] = {}
-        self._up: dict[int, list[float]] = {}
-        self._down: dict[int, list[float]] = {}
-
-    def observe(self, now_hours: float, available: tuple[bool, ...]) -> None:
-        for z, up in enumerate(available):
-            prev = self._state.get(z)
-            if prev is None:
-                self._state[z], self._since[z] = up, now_hours
-            elif prev != up:
-                (self._up if prev else self._down).setdefault(z, []).append(now_hours - self._since[z])
-                self._state[z], self._since[z] = up, now_hours
-
-    def mean_up(self, z: int) -> float:
-        seen = self._up.get(z, [])
-        return (sum(seen) + self.prior_up_hours) / (len(seen) + 1)
-
-    def mean_down(self, z: int) -> float:
-        seen = self._down.get(z, [])
-        return (sum(seen) + self.prior_down_hours) / (len(seen) + 1)
-
-    def age(self, z: int, now_hours: float) -> float:
-        return now_hours - self._since.get(z, now_hours)
+def prices(state: DecisionState) -> tuple[float, float]:
+    """(on-demand, spot) prices per hour; without them, spot at 30% of on-demand."""
+    od, sp = state.on_demand_price_usd_per_hour, state.spot_price_usd_per_hour
+    if od is None or sp is None or od <= sp:
+        return 1.0, 0.3
+    return od, sp
 
 
 class DeadlineAwarePolicy(PlacementPolicy):
@@ -80,22 +50,41 @@ class DeadlineAwarePolicy(PlacementPolicy):
         reserve_overheads: float = 4.0,
         reserve_work_fraction: float = 0.1,
         poll_hours: float = DEFAULT_POLL_HOURS,
-        prior_up_hours: float = 4.0,
-        prior_down_hours: float = 1.0,
+        prior_up_hours: float = 1.0,
+        prior_down_hours: float = 2.0,
+        prior_weight: float = 0.5,
+        hop_margin: float = 1.0,
+        compare_wait: bool = True,
+        wait_bias: float = 1.0,
+        reserve_by_outages: bool = True,
+        insure_after_overheads: float = 6.0,
     ) -> None:
+        """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
+        assumed before any is seen, worth `prior_weight` spells; `hop_margin`: the spell a hop asks
+        for, in units of its break-even; `compare_wait`/`wait_bias`: keep slack for hops only when
+        they beat waiting per hour of slack (by this factor); `reserve_by_outages`: size the
+        reserve by the outages expected (else `reserve_work_fraction` of the work left)."""
         if reserve_overheads < 0 or reserve_work_fraction < 0 or poll_hours <= 0:
             raise ValueError("reserve_overheads and reserve_work_fraction must be >= 0, poll_hours > 0")
-        if prior_up_hours <= 0 or prior_down_hours <= 0:
-            raise ValueError("prior_up_hours and prior_down_hours must be > 0")
+        if prior_up_hours <= 0 or prior_down_hours <= 0 or prior_weight <= 0:
+            raise ValueError("prior_up_hours, prior_down_hours and prior_weight must be > 0")
         self.reserve_overheads = reserve_overheads
         self.reserve_work_fraction = reserve_work_fraction
         self.poll_hours = poll_hours
         self.prior_up_hours = prior_up_hours
         self.prior_down_hours = prior_down_hours
-        self.spells = SpellTracker(prior_up_hours, prior_down_hours)
+        self.prior_weight = prior_weight
+        if hop_margin <= 0:
+            raise ValueError("hop_margin must be > 0")
+        self.hop_margin = hop_margin
+        self.compare_wait = compare_wait
+        self.wait_bias = wait_bias
+        self.reserve_by_outages = reserve_by_outages
+        self.insure_after_overheads = insure_after_overheads
+        self.spells = SpellTracker(prior_up_hours, prior_down_hours, prior_weight)
 
     def reset(self) -> None:
-        self.spells = SpellTracker(self.prior_up_hours, self.prior_down_hours)
+        self.spells = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
 
     @staticmethod
     def hop_spell_hours(state: DecisionState) -> float:
@@ -108,15 +97,48 @@ class DeadlineAwarePolicy(PlacementPolicy):
             return 4.0 * o
         return o * (1.0 + 2.0 * od / (od - sp))
 
-    def reserve(self, b: Budget, hops_pay: bool = True) -> float:
+    def reserve(self, b: Budget, state: DecisionState) -> float:
         """Slack to keep for hops back to spot once on on-demand (policy units). When the spells
         seen are too short for a hop to pay, no hop will be made: keep only the safety net's 2 O."""
-        if not hops_pay:
+        if not self._hops_pay(state):
+            z = state.current_zone
+            if self.insure_after_overheads and not state.spot_available[z] and (
+                self.spells.age(z) >= self.insure_after_overheads * state.restart_overhead_hours
+            ):
+                # An outage far longer than the spells seen: they may not be the regime; keep
+                # one hop back to spot so that capacity coming back for long is not missed.
+                return 4 * b.overhead
             return 2 * b.overhead
+        if self.reserve_by_outages:
+            z = state.current_zone
+            left_h = max(0.0, state.work_total_hours - state.work_done_hours)
+            outages = left_h / (self.spells.mean_up(z) + self.spells.mean_down(z))
+            return max(2 * b.overhead, self.reserve_overheads * b.overhead + 2 * b.overhead * outages)
         return max(2 * b.overhead, self.reserve_overheads * b.overhead + self.reserve_work_fraction * b.remaining)
 
+    def hop_need_hours(self, state: DecisionState) -> float:
+        """Expected spell this policy asks for before leaving on-demand: the break-even with a margin
+        (spells are random; a hop into a short one loses more than a long one gains)."""
+        return self.hop_margin * self.hop_spell_hours(state)
+
     def _hops_pay(self, state: DecisionState) -> bool:
-        return self.spells.mean_up(state.current_zone) >= self.hop_spell_hours(state)
+        """Is slack better kept for hops back to spot (on on-demand when capacity returns) than
+        spent waiting idle for it? Per hour of slack: a hop spends 2 O (the spot start and the way
+        back) and saves u (od - sp) - 2 O od; a wait through an outage spends d + O and saves
+        (u - O) od - u sp (spot progress instead of on-demand). u, d: the zone's mean spells."""
+        return self._zone_hops_pay(state, state.current_zone)
+
+    def _zone_hops_pay(self, state: DecisionState, z: int) -> bool:
+        u, d = self.spells.mean_up(z), self.spells.mean_down(z)
+        if u < self.hop_need_hours(state):
+            return False
+        if not self.compare_wait:
+            return True
+        o = state.restart_overhead_hours
+        od, sp = prices(state)
+        hop = (u * (od - sp) - 2 * o * od) / (2 * o) if o > 0 else float("inf")
+        wait = ((u - o) * od - u * sp) / (d + o)
+        return hop > self.wait_bias * wait
 
     def _spot_zone(self, state: DecisionState) -> int | None:
         """Where to start spot now, or None. Single zone: the current zone if it has capacity."""
@@ -141,7 +163,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
             return Decision(Choice.SPOT, z, "exploit the live spot cluster")
         target = self._spot_zone(state)
         if target is not None and state.current is Choice.ON_DEMAND:
-            need = self.hop_spell_hours(state)
+            need = self.hop_need_hours(state)
             spell = self.spells.mean_up(target)
             if spell >= need:
                 why = f"spot back (spells ~{spell:.2f} h >= {need:.2f} h to pay for the move): leave on-demand"
@@ -152,44 +174,8 @@ class DeadlineAwarePolicy(PlacementPolicy):
             return enforce(state, Decision(Choice.SPOT, target, "spot available"), b)
         if state.current is Choice.ON_DEMAND:
             return enforce(state, Decision(Choice.ON_DEMAND, z, "no spot: keep on-demand"), b)
-        reserve = self.reserve(b, self._hops_pay(state))
+        reserve = self.reserve(b, state)
         if b.slack - b.step >= reserve:
             why = f"slack above reserve ({b.slack:.4g} > {reserve:.4g}): wait for spot"
             return enforce(state, Decision(Choice.NONE, z, why), b)
         return enforce(state, Decision(Choice.ON_DEMAND, z, f"slack at reserve ({b.slack:.4g} <= {reserve:.4g}): on-demand"), b)
-
-
-class MultiZonePolicy(DeadlineAwarePolicy):
-    name = "multi-zone"
-    multi_zone = True
-
-    def __init__(self, *, wait_overheads: float = 2.0, **params) -> None:
-        """`wait_overheads`: idle with its zone down and slack to spare, wait while the zone's
-        expected remaining outage is at most this many restart overheads (inf: always wait while
-        the slack lasts, move only instead of on-demand)."""
-        super().__init__(**params)
-        if wait_overheads < 0:
-            raise ValueError("wait_overheads must be >= 0")
-        self.wait_overheads = wait_overheads
-
-    def _spot_zone(self, state: DecisionState) -> int | None:
-        z, now = state.current_zone, state.elapsed_hours
-        if state.spot_available[z]:
-            return z
-        others = [zi for zi, up in enumerate(state.spot_available) if up]
-        if not others:
-            return None
-        if state.current is Choice.NONE and state.deadline_hours is not None:
-            # Waiting for this zone is free while slack lasts; a move costs an overhead. Stay when
-            # its outages are short and the slack covers the wait.
-            b = budget(state, self.poll_hours)
-            left_down = self.spells.mean_down(z) - self.spells.age(z, now)
-            if b.slack - b.step >= self.reserve(b) and (
-                left_down <= self.wait_overheads * state.restart_overhead_hours
-            ):
-                return None
-        # Longest-running capacity first (spells are heavy-tailed); ties to the lower zone index.
-        best = max(others, key=lambda zi: (self.spells.age(zi, now), -zi))
-        if self.spells.mean_up(best) < 2 * state.restart_overhead_hours:
-            return None  # spells there are too short to repay the start
-        return best

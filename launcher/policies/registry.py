@@ -34,7 +34,7 @@ def _deadline_aware(**kw) -> PlacementPolicy:
 
 
 def _multi_zone(**kw) -> PlacementPolicy:
-    from launcher.policies.deadline_aware import MultiZonePolicy
+    from launcher.policies.multi_zone import MultiZonePolicy
 
     return MultiZonePolicy(**kw)
 

@@ -32,9 +32,15 @@ def test_capacity_error_in_one_zone_moves_the_next_placement_to_another(ledger, 
     deps.sleep, deps.poll_interval_s = clock.sleep, 0.25
     result = Controller(job, deps).run()
     assert result.state == "succeeded"
-    assert [r.offer.region for r in provider.provisioned] == ["east", "west"]
+    # A refusal counts as no capacity for one tick; with slack to spare the policy first waits for its
+    # zone (a wait is free, a move costs a restart), and leaves it once its spells are seen too short
+    # to repay a start: a few refusals, then the other zone, where the job completes.
+    regions = [r.offer.region for r in provider.provisioned]
+    assert regions[-1] == "west" and set(regions[:-1]) == {"east"} and 1 <= len(regions) - 1 <= 4
     attempts = ledger.attempts(job.run_id)
-    assert [(a.region, a.end_reason) for a in attempts] == [("east", "provision_failed"), ("west", "completed")]
+    assert [(a.region, a.end_reason) for a in attempts] == (
+        [("east", "provision_failed")] * (len(regions) - 1) + [("west", "completed")])
     placed = [e.data for e in ledger.events(job.run_id, kind="placement")]
-    assert [p["offer"]["region"] for p in placed if p["decision"] == "spot"] == ["east", "west"]
+    spot_regions = [p["offer"]["region"] for p in placed if p["decision"] == "spot"]
+    assert spot_regions[0] == "east" and spot_regions[-1] == "west"
     assert placed[-1]["zone_index"] == 1 and "slack_hours" in placed[-1]

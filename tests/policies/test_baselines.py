@@ -15,8 +15,8 @@ from launcher.simulation.engine import simulate
 from tests.policies.helpers import D, N, S, Recording, case
 
 
-def run(name: str, c):
-    pol = Recording(get_placement_policy(name))
+def run(name: str, c, **params):
+    pol = Recording(get_placement_policy(name, **params))
     return simulate(pol, c), pol
 
 
@@ -72,16 +72,24 @@ def test_uniform_progress_takes_risks_on_spot_and_exploits_it():
 
 
 def test_deadline_aware_waits_down_to_its_reserve_then_on_demand_and_stays():
-    # W = 10, O = 1: reserve = max(2, 4 + 0.1 * 10) = 5; slack = 20 - t; waits while slack - 1 >= 5.
+    # W = 10, O = 1 h, prices 3 / 1. The zone has never had capacity: its up spells are estimated at
+    # the prior, 1 h, shorter than the 1 * (1 + 2 * 3 / 2) = 4 h a hop back from on-demand needs,
+    # so no hop is planned and the reserve is the safety net's 2 O = 2, until the outage has lasted
+    # 6 O (t >= 6): then one hop is kept, 4 O. Slack = 20 - t; it waits while slack - 1 >= the
+    # reserve (t <= 15), then on-demand for the 1 + 10 ticks left.
     r, pol = run("deadline-aware", case("1" * 30, work=10, deadline=30, overhead=1))
-    assert pol.choices == [N] * 15 + [D] * 11
+    assert pol.choices == [N] * 16 + [D] * 11
     assert r.met_deadline and r.cost == pytest.approx(11 * 3.0)
 
 
 def test_deadline_aware_hops_back_to_spot_where_greedy_is_stuck_on_demand():
     c = case("1" * 19 + "0" * 20, work=10, deadline=30, overhead=1)
     greedy, _ = run("greedy", c)
-    ours, pol = run("deadline-aware", c)
+    # Spells expected to last 8 h before any is seen (hours-long ticks: a hop must outlast 4 h). The
+    # reserve keeps 4 O plus a hop (2 O) per outage expected in the 10 h of work left: at t the
+    # outage has lasted t h, so d = (1 + t) / 1 and reserve = 4 + 2 * 10 / (8 + 1 + t); it waits
+    # while slack - 1 = 19 - t >= reserve, i.e. t <= 14 (t = 15: 4 < 4.83).
+    ours, pol = run("deadline-aware", c, prior_up_hours=8.0, prior_weight=1.0)
     # ours: on-demand t15..t18 (1 overhead + 3 progress), spot from t19 (1 overhead + 7 progress).
     assert pol.choices == [N] * 15 + [D] * 4 + [S] * 8
     assert ours.cost == pytest.approx(4 * 3.0 + 8 * 1.0)
@@ -91,8 +99,11 @@ def test_deadline_aware_hops_back_to_spot_where_greedy_is_stuck_on_demand():
 
 
 def test_multi_zone_moves_to_a_zone_with_capacity_after_a_preemption():
-    c = case("0011111111", "1100000000", work=5, deadline=10, overhead=1)
-    r, pol = run("multi-zone", c)
+    c = case("0011111111", "1100000000", work=5, deadline=9, overhead=1)
+    # Hours-long ticks: spells expected to last 8 h, so a start in zone 1 repays its 1 h overhead.
+    # At t2, zone 0 has shown one 2 h spell: u = (8 + 2) / 2 = 5, d = 1 (the prior). Waiting for it
+    # alone needs d + O + 4 (u + d) / (u - O) = 8 h > the 7 h left: move rather than wait.
+    r, pol = run("multi-zone", c, prior_up_hours=8.0, prior_weight=1.0)
     assert [(d.choice, d.zone) for _, d in pol.log] == [(S, 0), (S, 0)] + [(S, 1)] * 5
     assert r.cost == pytest.approx(7 * 1.0) and (r.preemptions, r.switches) == (1, 0)
     single, _ = run("deadline-aware", c)
@@ -152,3 +163,20 @@ def test_deadline_aware_leaves_on_demand_only_when_spells_repay_the_move():
         flapping.decide(st(i * 0.1, i % 2 == 0, Choice.ON_DEMAND))
     d = flapping.decide(st(1.2, True, Choice.ON_DEMAND))
     assert d.choice is Choice.ON_DEMAND and "would not pay" in d.reason
+
+
+def test_deadline_aware_keeps_one_hop_when_an_outage_outlasts_the_spells_seen():
+    # One 1 h spell, then 30 h without capacity, then capacity for good. W = 20, D = 50, O = 1 h.
+    # The spell seen says spells are short (u = (0.5 + 1) / 1.5 = 1 h < the 4 h a hop needs), so no
+    # reserve for hops (2 O). But once the outage has lasted 6 O (t >= 7) that spell is no guide:
+    # keep 4 O, one hop back. Slack = 30 - t: waits while 29 - t >= 4 (t <= 25), on-demand from t26;
+    # spot is back at t31, and the hop pays once u = (1.5 + (t - 31)) / 1.5 >= 4 (t36), with slack
+    # 50 - 36 - (20 - 9) = 3 >= 2: spot from t36 (1 overhead + 11 progress), done at t47.
+    c = case("0" + "1" * 30 + "0" * 30, work=20, deadline=50, overhead=1)
+    ours, pol = run("deadline-aware", c)
+    assert pol.choices == [S] + [N] * 25 + [D] * 10 + [S] * 12
+    assert ours.cost == pytest.approx(1 * 1.0 + 10 * 3.0 + 12 * 1.0) and ours.met_deadline
+    # Without it: waits while 29 - t >= 2 (t <= 27), then on-demand to the end, unable to leave.
+    stuck, pol = run("deadline-aware", c, insure_after_overheads=0.0)
+    assert pol.choices == [S] + [N] * 27 + [D] * 21
+    assert stuck.cost == pytest.approx(1 * 1.0 + 21 * 3.0)

@@ -1,0 +1,104 @@
+"""`multi-zone`: deadline-aware placement over several zones (the plan's spot offers, in rank order).
+
+It is `deadline-aware` in the zone it is in, and looks at the other zones only where a move can
+pay for itself:
+
+- on a live spot cluster: stay (a move costs a restart and gains nothing while this one runs);
+- on on-demand: leave for the zone with capacity whose spells have been longest, when they are long
+  enough to repay the hop (the same rule as `deadline-aware` in its own zone);
+- idle, its zone without capacity: wait as `deadline-aware` would while the slack is above the
+  reserve; move instead when the slack would run out waiting for this zone (see `_binding`) or
+  when `deadline-aware` would go on-demand, or when this zone's spells are too short to repay a
+  start, to the zone with the longest spells if they repay one. So where zones fail together there is nowhere to move to, and where capacity is
+  plentiful the wait is free: it stays, and costs what `deadline-aware` costs.
+"""
+
+from __future__ import annotations
+
+from launcher.policies.base import Choice, Decision, DecisionState
+from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
+from launcher.policies.safety import Budget, budget, enforce
+
+
+class MultiZonePolicy(DeadlineAwarePolicy):
+    name = "multi-zone"
+    multi_zone = True
+
+    def __init__(self, *, move_when_binding: bool = True, bind_margin: float = 1.2, start_margin: float = 1.0,
+                 prior_up_fraction: float = 0.8, prior_fraction_hours: float = 1.0,
+                 **params) -> None:  # fmt: skip
+        """`move_when_binding`: move while idle when waiting for this zone would eat the slack;
+        `bind_margin`: the expected time to finish in this zone is multiplied by it before it is
+        compared with the time left (> 1: move a little before the slack would run out);
+        `start_margin`: the expected spell a start in another zone asks for, in units of its
+        break-even; `prior_up_fraction`, `prior_fraction_hours`: the share of time up assumed
+        before any is seen, and what it is worth."""
+        super().__init__(**params)
+        if bind_margin <= 0 or start_margin <= 0:
+            raise ValueError("bind_margin and start_margin must be > 0")
+        self.move_when_binding = move_when_binding
+        self.bind_margin = bind_margin
+        self.start_margin = start_margin
+        self.prior_up_fraction = prior_up_fraction
+        self.prior_fraction_hours = prior_fraction_hours
+
+    def _hops_pay(self, state: DecisionState) -> bool:
+        return any(self._zone_hops_pay(state, z) for z in range(len(state.spot_available)))
+
+    def _best(self, state: DecisionState, exclude: int | None = None) -> int | None:
+        """The zone with capacity now whose spells are longest (ties: lower index)."""
+        up = [z for z, a in enumerate(state.spot_available) if a and z != exclude]
+        return max(up, key=lambda z: (self.spells.mean_up(z), -z)) if up else None
+
+    def _start_need_hours(self, state: DecisionState) -> float:
+        """Expected spell for which a spot start (instead of on-demand) pays: it loses O of
+        progress at the spot price and, once preempted, one more start: u (od - sp) > O od."""
+        o = state.restart_overhead_hours
+        od, sp = prices(state)
+        return self.start_margin * o * od / (od - sp)
+
+    def _binding(self, state: DecisionState, z: int, b: Budget) -> bool:
+        """Would waiting for zone `z` alone run the slack down? Expected time to finish there: the
+        work left over the share of time it has capacity, less the start lost in each spell.
+        (In policy units, as the budget: the controller's clock is not exactly on the ticks.)"""
+        u = self.spells.mean_up(z)
+        o = state.restart_overhead_hours
+        if u <= o:
+            return True
+        f = self.spells.up_fraction(z, self.prior_up_fraction, self.prior_fraction_hours)
+        if f <= 0:
+            return True
+        need = b.remaining / (f * (1.0 - o / u))
+        return need * self.bind_margin > b.left
+
+    def decide(self, state: DecisionState) -> Decision:
+        z = state.current_zone
+        if state.deadline_hours is None or state.current is not Choice.NONE or state.spot_available[z]:
+            return super().decide(state)
+        self._observe(state)
+        b = budget(state, self.poll_hours)
+        if b.remaining <= 0:
+            return Decision(Choice.NONE, z, "done")
+        best = self._best(state)
+        reserve = self.reserve(b, state)
+        can_wait = b.slack - b.step >= reserve
+        if best is not None:
+            spell, need = self.spells.mean_up(best), self._start_need_hours(state)
+            if spell >= need:
+                if not can_wait:
+                    why = f"zone {z} down, slack at reserve: move to zone {best} (spells ~{spell:.2f} h)"
+                    return enforce(state, Decision(Choice.SPOT, best, why), b)
+                here = self.spells.mean_up(z)
+                if here < need:
+                    why = f"zone {z} down and its spells (~{here:.2f} h) do not repay a start: move to zone {best} (spells ~{spell:.2f} h)"
+                    return enforce(state, Decision(Choice.SPOT, best, why), b)
+                if self.move_when_binding and self._binding(state, z, b):
+                    why = f"zone {z} down and waiting for it would use up the slack: move to zone {best} (spells ~{spell:.2f} h)"
+                    return enforce(state, Decision(Choice.SPOT, best, why), b)
+        if can_wait:
+            return enforce(state, Decision(Choice.NONE, z, f"slack above reserve ({b.slack:.4g} > {reserve:.4g}): wait for spot"), b)
+        return enforce(state, Decision(Choice.ON_DEMAND, z, f"slack at reserve ({b.slack:.4g} <= {reserve:.4g}): on-demand"), b)
+
+    def _spot_zone(self, state: DecisionState) -> int | None:
+        z = state.current_zone
+        return z if state.spot_available[z] else self._best(state)

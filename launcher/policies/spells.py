@@ -1,0 +1,75 @@
+"""What a run has seen of each zone's spot capacity: how long its spells up and down last.
+
+Availability spells differ by orders of magnitude between regimes (minutes when capacity flaps,
+days when it is plentiful). Whether a move onto spot pays depends on how long the spell it lands in
+will last, so the policies estimate the mean spell per zone from the run itself.
+
+The estimate is the exposure estimator of a memoryless spell length, with a prior:
+
+    mean_up = (w * prior_up + time seen up) / (w + spells seen ending up)
+
+Time seen up includes the spell still running and the part of the first spell before the run
+started is simply unseen; both are right for memoryless spells, and unlike an average of completed
+spells it does not call a zone that has been up for a day "short" because its only completed spell
+was the truncated first one. `w` is the prior's weight in spells: small, so that a few short spells
+are enough to recognise flapping capacity.
+"""
+
+from __future__ import annotations
+
+
+class SpellTracker:
+    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "_now", "_state", "_since", "_exposure", "_ends")
+
+    def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 1.0) -> None:
+        self.prior_up_hours = prior_up_hours
+        self.prior_down_hours = prior_down_hours
+        self.prior_weight = prior_weight
+        self._now = 0.0
+        self._state: list[bool] = []  # per zone: up now?
+        self._since: list[float] = []  # when the current spell was first seen
+        self._exposure: list[list[float]] = []  # per zone: [completed time down, completed time up]
+        self._ends: list[list[int]] = []  # per zone: [spells down ended, spells up ended]
+
+    def observe(self, now_hours: float, available: tuple[bool, ...]) -> None:
+        self._now = now_hours
+        for z, up in enumerate(available):
+            if z >= len(self._state):
+                self._state.append(up)
+                self._since.append(now_hours)
+                self._exposure.append([0.0, 0.0])
+                self._ends.append([0, 0])
+            elif self._state[z] != up and now_hours == self._since[z]:
+                self._state[z] = up  # asked twice at one instant: no spell was seen
+            elif self._state[z] != up:
+                prev = self._state[z]
+                self._exposure[z][int(prev)] += now_hours - self._since[z]
+                self._ends[z][int(prev)] += 1
+                self._state[z], self._since[z] = up, now_hours
+
+    def _mean(self, z: int, up: bool, prior: float) -> float:
+        if z >= len(self._state):
+            return prior
+        seen = self._exposure[z][int(up)] + (self._now - self._since[z] if self._state[z] == up else 0.0)
+        return (self.prior_weight * prior + seen) / (self.prior_weight + self._ends[z][int(up)])
+
+    def mean_up(self, z: int) -> float:
+        """Expected length of an up spell in zone `z` (hours); also the expected time left of the
+        one running now (memoryless)."""
+        return self._mean(z, True, self.prior_up_hours)
+
+    def mean_down(self, z: int) -> float:
+        return self._mean(z, False, self.prior_down_hours)
+
+    def up_fraction(self, z: int, prior_fraction: float, prior_hours: float) -> float:
+        """Share of the time zone `z` has had capacity, starting from `prior_fraction` worth
+        `prior_hours` of observation."""
+        if z >= len(self._state):
+            return prior_fraction
+        up = self._exposure[z][1] + (self._now - self._since[z] if self._state[z] else 0.0)
+        down = self._exposure[z][0] + (0.0 if self._state[z] else self._now - self._since[z])
+        return (prior_fraction * prior_hours + up) / (prior_hours + up + down)
+
+    def age(self, z: int) -> float:
+        """How long zone `z` has been in its current state (hours, since first seen)."""
+        return self._now - self._since[z] if z < len(self._since) else 0.0

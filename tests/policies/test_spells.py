@@ -1,0 +1,56 @@
+"""The spell estimator the deadline-aware policies learn from, against hand-computed values."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from launcher.policies.registry import get_placement_policy
+from launcher.policies.spells import SpellTracker
+from launcher.simulation.engine import simulate
+
+from .helpers import case
+
+
+def test_exposure_estimates_by_hand():
+    s = SpellTracker(prior_up_hours=1.0, prior_down_hours=2.0, prior_weight=0.5)
+    for t, up in ((0, True), (1, True), (2, False), (5, True), (6, True)):
+        s.observe(float(t), (up,))
+    # Up: the 2 h spell that ended plus the 1 h one still running, over 1 spell ended, with the
+    # prior worth half a spell: (0.5 * 1 + 2 + 1) / (0.5 + 1).
+    assert s.mean_up(0) == pytest.approx(3.5 / 1.5)
+    # Down: one 3 h spell: (0.5 * 2 + 3) / (0.5 + 1).
+    assert s.mean_down(0) == pytest.approx(4.0 / 1.5)
+    # Share of time up, from 0.8 worth 1 h: (0.8 + 3) / (1 + 6).
+    assert s.up_fraction(0, 0.8, 1.0) == pytest.approx(3.8 / 7.0)
+    assert s.age(0) == pytest.approx(1.0)
+    # A zone up for a day with no spell ended yet is long, whatever the prior says.
+    long = SpellTracker(1.0, 2.0, 0.5)
+    long.observe(0.0, (True,))
+    long.observe(24.0, (True,))
+    assert long.mean_up(0) == pytest.approx((0.5 + 24.0) / 0.5)
+
+
+def test_two_answers_at_one_instant_are_not_a_spell():
+    s = SpellTracker(1.0, 2.0, 0.5)
+    s.observe(0.0, (True,))
+    s.observe(0.0, (False,))  # the controller may ask twice at one time
+    assert s.mean_up(0) == pytest.approx(1.0) and s.mean_down(0) == pytest.approx(2.0)
+
+
+def test_multi_zone_costs_what_deadline_aware_costs_when_zones_fail_together():
+    # Every zone has the same trace: there is never anywhere better to go, so multi-zone must make
+    # deadline-aware's decisions and pay its cost, not a cent more.
+    rng = random.Random(3)
+    spot_hours = 0.0
+    for _ in range(20):
+        # 10-minute ticks, spells of a few ticks to an hour or so.
+        p = "".join("0" * rng.randint(1, 8) + "1" * rng.randint(1, 8) for _ in range(30))[:150]
+        c = case(p, p, p, work=10, deadline=rng.choice((12, 15, 20)), overhead=0.5, gap_seconds=600.0)
+        one = case(p, work=10, deadline=c.deadline_hours, overhead=0.5, gap_seconds=600.0)
+        mz = simulate(get_placement_policy("multi-zone"), c)
+        da = simulate(get_placement_policy("deadline-aware"), one)
+        assert mz.cost == pytest.approx(da.cost) and mz.met_deadline and da.met_deadline
+        spot_hours += da.spot_hours
+    assert spot_hours > 0  # the traces did offer spot worth taking
