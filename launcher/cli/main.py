@@ -6,10 +6,12 @@ One place catches LauncherError (and the pricing/infra libraries' errors, mapped
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 import typer
 
@@ -125,8 +127,16 @@ def run(argv: list[str]) -> int:
         return int(ExitCode.INTERNAL)
 
 
+def _exit(code: int) -> NoReturn:
+    # The interpreter's last cyclic collections at exit would walk every object the imports made
+    # (SQLAlchemy, pydantic, typer: ~0.1 s of CPU, a fifth of a local launch) to free memory the
+    # exit frees anyway. Frozen objects are skipped; nothing is left running by now.
+    gc.freeze()
+    sys.exit(code)
+
+
 def main() -> None:
-    sys.exit(run(sys.argv[1:]))
+    _exit(run(sys.argv[1:]))
 
 
 def launch_main() -> None:
@@ -134,7 +144,7 @@ def launch_main() -> None:
     argv = sys.argv[1:]
     globals_ = [a for a in argv if a == "--debug"]
     rest = [a for a in argv if a != "--debug"]
-    sys.exit(run([*globals_, "launch", *rest]))
+    _exit(run([*globals_, "launch", *rest]))
 
 
 if __name__ == "__main__":
