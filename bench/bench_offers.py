@@ -126,11 +126,12 @@ def median_time(fn, reps: int) -> tuple[float, list[float]]:
     return statistics.median(times), times
 
 
-def load_note() -> str:
-    try:
-        return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
-    except OSError:
-        return ""
+def load_note(before: tuple[float, float, float] | None = None) -> str:
+    """The 1-minute load average before the run (when given) and now: other people's work on the
+    same cores inflates every wall time here."""
+    now = os.getloadavg()
+    start = f"{before[0]:.1f} before, " if before else ""
+    return f"load average (1 min) {start}{now[0]:.1f} after"
 
 
 def bench_rank(catalog_dir: Path, home: Path, reps: int) -> dict[str, float]:
@@ -274,6 +275,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--no-sky", action="store_true")
     args = ap.parse_args()
+    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-offers-"))
     sky = None
     try:
@@ -320,7 +322,7 @@ def main() -> int:
         t.add_row("  ratio sky / launcher (big catalog)", f"{ratios(v, e['offers (big catalog)']):.1f}x", "",
                   "median of pair-by-pair ratios, same catalog")  # fmt: skip
     Console(width=150).print(t)
-    print(load_note(), "(wall times on a shared machine grow with its load)")
+    print(load_note(load_before), "(wall times on a shared machine grow with its load)")
     if sky is not None and sky.output:
         print("sky gpus list H100:8 printed:")
         print("\n".join("  " + line for line in sky.output.splitlines()[:12]))

@@ -42,6 +42,11 @@ def runs_dir() -> Path:
     return home() / "runs"
 
 
+def clusters_file() -> Path:
+    """The declared clusters (`launcher clusters`); launcher.clusters reads and writes it."""
+    return home() / "clusters.yaml"
+
+
 def catalog_cache_dir() -> Path:
     return home() / "catalogs"
 

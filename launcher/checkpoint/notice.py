@@ -16,8 +16,6 @@ import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -153,6 +151,9 @@ def check_aws(base_url: str, timeout_s: float = 2.0) -> str | None:
     """The spot instance-action document when AWS has scheduled a stop/terminate, else None.
 
     IMDSv2 first (token via PUT); falls back to IMDSv1 when the token call is refused."""
+    import urllib.error  # only where a poller runs: keeps the controller's import light
+    import urllib.request
+
     base = base_url.rstrip("/")
     headers = {}
     try:
@@ -182,6 +183,8 @@ def check_aws(base_url: str, timeout_s: float = 2.0) -> str | None:
 
 def check_gcp(base_url: str, timeout_s: float = 2.0) -> str | None:
     """'TRUE' when GCP has preempted this instance, else None."""
+    import urllib.request
+
     req = urllib.request.Request(
         f"{base_url.rstrip('/')}/computeMetadata/v1/instance/preempted",
         headers={"Metadata-Flavor": "Google"},
@@ -233,7 +236,7 @@ class MetadataPoller:
         self.polls += 1
         try:
             return CHECKS[self.cloud](self.base_url, self.timeout_s)
-        except (OSError, urllib.error.URLError, ValueError):
+        except (OSError, ValueError):  # urllib's URLError and HTTPError are OSErrors
             self.errors += 1
             return None
 

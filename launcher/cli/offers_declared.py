@@ -10,6 +10,10 @@ from pricing.models import OfferQuery
 def declared_records(query: OfferQuery) -> list[dict]:
     """Every declared cluster that fits the query (reachable or not), as offer records with
     `enabled` (SkyPilot's config names it) and `reason`."""
+    from launcher import paths
+
+    if not paths.clusters_file().exists():  # none declared: skip the clusters' models and YAML
+        return []
     from launcher.clusters import CLUSTER_KINDS
     from launcher.clusters.offers import scored_offers
     from launcher.planning.declared import load_declared

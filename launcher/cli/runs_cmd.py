@@ -218,8 +218,14 @@ def logs(
         ranks = set(log_files(rd))
         try:
             ranks |= set(range(int(led.attempts(rec.run_id)[-1].num_nodes)))
-        except IndexError:
-            pass
+        except IndexError:  # no attempt yet (a run just launched): its plan says how many ranks will write
+            from launcher.controller.runner import load_job
+            from launcher.errors import NotFoundError
+
+            try:
+                ranks |= set(range(load_job(rec.run_id, led)[0].plan.num_nodes))
+            except NotFoundError:
+                pass
         multi = len(ranks) > 1
         if rank is not None and ranks and rank not in ranks:
             from launcher.errors import BadInputError

@@ -14,7 +14,7 @@ from launcher.errors import ConflictError, NotFoundError
 
 
 def clusters_path() -> Path:
-    return paths.home() / "clusters.yaml"
+    return paths.clusters_file()
 
 
 def load_clusters(path: Path | None = None) -> ClustersFile:

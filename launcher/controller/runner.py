@@ -160,10 +160,14 @@ def preemption_shortfall(run_id: str, ledger) -> str | None:
     than asked, or None."""
     from launcher.controller.simulated_preemptions import default_window_s, requested_count, shortfall_message
 
+    try:  # the options alone say whether preemptions were asked for: no need to re-parse the spec
+        asked = json.loads((run_dir(run_id) / "launch.json").read_text()).get("simulate_preemptions")
+    except FileNotFoundError:
+        asked = None
+    if not requested_count(asked):
+        return None
     job, opts, _ = load_job(run_id, ledger)
     n = requested_count(opts.simulate_preemptions)
-    if not n:
-        return None
     window = None
     if opts.simulate_preemptions and opts.simulate_preemptions.strip().isdigit():
         window = opts.simulate_within_s or default_window_s(job.plan.work_hours, n)

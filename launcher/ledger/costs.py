@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, func, select, true
+from sqlalchemy import ColumnElement, Connection, and_, func, select, true
 
 from launcher.ledger import models as m
 from launcher.ledger.base import LedgerBase
@@ -17,6 +17,19 @@ from launcher.ledger.base import LedgerBase
 class _Span:
     since: datetime | None
     until: datetime | None
+
+
+def _all_free(conn: Connection, where: ColumnElement[bool]) -> bool:
+    """True when every matching attempt is priced $0/h and none has a price change: its cost is
+    then 0 by any counting, so the cost model (and pandas, 0.3-0.5 s to import) is not needed.
+    The local backend's runs are free."""
+    a, e = m.attempts.c, m.events.c
+    matching = select(a.attempt_id).select_from(m.attempts.join(m.runs)).where(where)
+    priced = matching.where(a.price_usd_per_hour.is_(None) | (a.price_usd_per_hour != 0.0)).limit(1)
+    if conn.execute(priced).first() is not None:
+        return False
+    changes = select(e.attempt_id).where(e.kind == "price", e.attempt_id.in_(matching)).limit(1)
+    return conn.execute(changes).first() is None
 
 
 class CostQueries(LedgerBase):
@@ -33,13 +46,15 @@ class CostQueries(LedgerBase):
         """Compute cost of the matching attempts inside [since, until), as reports count it
         (launcher.ledger.attempt_cost: billed time to teardown, price changes, open attempts up
         to the ledger's clock; an attempt straddling a bound counts for its part inside)."""
-        from launcher.ledger.attempt_cost import compute_cost_in_window
-        from launcher.ledger.readers import read_attempts, read_prices
-
         a, r = m.attempts.c, m.runs.c
         conds = [col == val for col, val in ((r.project, project), (r.owner, owner), (a.run_id, run_id)) if val is not None]
         now = self._now()
         with self._read() as c:
+            if _all_free(c, and_(true(), *conds)):
+                return 0.0
+            from launcher.ledger.attempt_cost import compute_cost_in_window
+            from launcher.ledger.readers import read_attempts, read_prices
+
             attempts = read_attempts(c, _Span(since, until), (), False, with_ids=True, where=and_(true(), *conds))
             prices = read_prices(c, attempt_ids=attempts["attempt_id"].tolist()) if len(attempts) else None
         return compute_cost_in_window(attempts, prices, now.timestamp(), since, until)
@@ -47,10 +62,13 @@ class CostQueries(LedgerBase):
     def attempt_costs_usd(self, run_id: str, *, now: datetime | None = None) -> dict[str, float]:
         """Each attempt of a run: its whole cost so far, as spend_usd and reports count it
         (open attempts up to `now`, default the ledger's clock)."""
-        from launcher.ledger.attempt_cost import attempt_costs
-        from launcher.ledger.readers import read_attempts, read_prices
-
         with self._read() as c:
+            if _all_free(c, m.attempts.c.run_id == run_id):
+                ids = select(m.attempts.c.attempt_id).where(m.attempts.c.run_id == run_id).order_by(m.attempts.c.seq)
+                return {aid: 0.0 for aid in c.execute(ids).scalars()}
+            from launcher.ledger.attempt_cost import attempt_costs
+            from launcher.ledger.readers import read_attempts, read_prices
+
             attempts = read_attempts(c, _Span(None, None), (), False, with_ids=True, where=m.attempts.c.run_id == run_id)
             prices = read_prices(c, attempt_ids=attempts["attempt_id"].tolist()) if len(attempts) else None
         return attempt_costs(attempts, prices, (now or self._now()).timestamp())

@@ -39,3 +39,30 @@ def test_spend_by_project_owner_run_and_window(ledger: Ledger, clock) -> None:
     assert ledger.project_spend_usd("unknown") == 0.0
     assert ledger.burn_rate_usd_per_hour() == pytest.approx(1.0)
     assert ledger.burn_rate_usd_per_hour(project="nlp") == 0.0
+
+
+def test_free_runs_cost_nothing_but_a_price_change_or_one_paid_attempt_counts(ledger: Ledger, clock) -> None:
+    # r-free: two $0/h attempts (the local backend); r-later: $0/h, then spot at $2/h from its 2nd hour;
+    # r-mixed: a $0/h attempt and a paid one of 1 h at $1.5 x 2 nodes. Hand-computed expectations.
+    for rid in ("r-free", "r-later", "r-mixed"):
+        ledger.create_run(make_run(rid, project=rid))
+    f1 = ledger.add_attempt("r-free", gpu_attempt(price_usd_per_hour=0.0, on_demand_price_usd_per_hour=None))
+    later = ledger.add_attempt("r-later", gpu_attempt(price_usd_per_hour=0.0))
+    m1 = ledger.add_attempt("r-mixed", gpu_attempt(price_usd_per_hour=0.0))
+    clock.advance(hours=1)
+    ledger.add_event("r-later", "price", {"price_usd_per_hour": 2.0}, attempt_id=later.attempt_id)
+    ledger.end_attempt(f1.attempt_id, EndReason.PREEMPTED)
+    ledger.end_attempt(m1.attempt_id, EndReason.PREEMPTED)
+    f2 = ledger.add_attempt("r-free", gpu_attempt(price_usd_per_hour=0.0))
+    m2 = ledger.add_attempt("r-mixed", gpu_attempt(num_nodes=2, price_usd_per_hour=1.5))
+    clock.advance(hours=1)
+    for a in (f2, m2, later):
+        ledger.end_attempt(a.attempt_id, EndReason.COMPLETED)
+    assert ledger.run_spend_usd("r-free") == 0.0
+    assert ledger.attempt_costs_usd("r-free") == {f1.attempt_id: 0.0, f2.attempt_id: 0.0}
+    assert ledger.run_spend_usd("r-later") == pytest.approx(2.0)
+    assert ledger.attempt_costs_usd("r-later") == pytest.approx({later.attempt_id: 2.0})
+    assert ledger.run_spend_usd("r-mixed") == pytest.approx(3.0)
+    assert ledger.attempt_costs_usd("r-mixed") == pytest.approx({m1.attempt_id: 0.0, m2.attempt_id: 3.0})
+    assert ledger.spend_usd() == pytest.approx(5.0)
+    assert ledger.project_spend_usd("r-free", since=T0, until=T0 + 2 * H) == 0.0
