@@ -37,6 +37,17 @@ def _wait_pid_file(path: Path) -> int:
     raise AssertionError(f"no pid in {path} after 20s")
 
 
+def _started_and_up(req):
+    """Start the job; return once its log says `up` (at most 8 s)."""
+    ex = _start(req)
+    log = req.run_dir / "logs" / "rank-0.log"
+    for _ in range(400):
+        if "up" in log.read_text():
+            break
+        time.sleep(0.02)
+    return ex, log
+
+
 def test_exit_codes_are_recorded_per_rank_and_read_back(tmp_path):
     # Rank 1 fails only once rank 0's code is recorded: a failing rank stops its peers, and a
     # peer stopped first would be recorded as stopped (143), not 0, on a slow machine.
@@ -53,12 +64,7 @@ def test_exit_codes_are_recorded_per_rank_and_read_back(tmp_path):
 
 def test_the_code_a_job_exits_with_after_sigterm_is_what_is_recorded(tmp_path):
     req = _request(tmp_path, run="trap 'echo saving; exit 75' TERM; echo up; sleep 30 & wait", run_id=RUN_ID)
-    ex = _start(req)
-    log = req.run_dir / "logs" / "rank-0.log"
-    for _ in range(400):
-        if "up" in log.read_text():
-            break
-        time.sleep(0.02)
+    ex, log = _started_and_up(req)
     ex.notify_preemption(grace_s=5)
     result = ex.wait(20)
     assert result.outcome is Outcome.PREEMPTED and result.exit_code == 75
@@ -116,12 +122,7 @@ def test_a_preemption_notice_is_one_sigterm_per_process(tmp_path):
     # still see the notice once, or a job's save-and-exit handler runs twice.
     run = "n=0; trap 'n=$((n+1)); echo term $n' TERM; echo up; for i in $(seq 60); do sleep 0.05; done; echo total $n; exit 75"
     req = _request(tmp_path, run=run, run_id=RUN_ID)
-    ex = _start(req)
-    log = req.run_dir / "logs" / "rank-0.log"
-    for _ in range(400):
-        if "up" in log.read_text():
-            break
-        time.sleep(0.02)
+    ex, log = _started_and_up(req)
     ex.notify_preemption(grace_s=20)
     result = ex.wait(30)
     assert result.outcome is Outcome.PREEMPTED and result.exit_code == 75
