@@ -46,21 +46,42 @@ def run_process_groups(run_id: str) -> set[int]:
 
 
 def all_run_process_groups() -> dict[str, set[int]]:
-    """run id -> process groups of live processes carrying LAUNCHER_RUN_ID (ours excluded)."""
-    own = os.getpgrp()
-    found: dict[str, set[int]] = {}
+    """run id -> process groups of live processes carrying LAUNCHER_RUN_ID.
+
+    Only groups that lead their own session count (a rank is started in a session of its own,
+    and so is a job child that called setsid): a process that carries a run id inside someone
+    else's group or session (a terminal's, a test runner's, ours) must never get that whole
+    group or session signalled."""
+    return {run: set(groups) for run, (groups, _lone) in _run_processes().items()}
+
+
+def run_lone_processes(run_id: str) -> dict[int, int | None]:
+    """pid -> start ticks of processes carrying LAUNCHER_RUN_ID=<run_id> in a group that is not
+    their own session's (see all_run_process_groups): to be signalled one by one, never as a group."""
+    return dict(_run_processes().get(run_id, (set(), {}))[1])
+
+
+def _run_processes() -> dict[str, tuple[set[int], dict[int, int | None]]]:
+    own_group, own_session = os.getpgrp(), os.getsid(0)
+    found: dict[str, tuple[set[int], dict[int, int | None]]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not entry.isdigit():
             continue
+        pid = int(entry)
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read().split(b"\0")
-            pgid = os.getpgid(int(entry))
+            pgid, sid = os.getpgid(pid), os.getsid(pid)
         except (OSError, ProcessLookupError):
             continue
         for item in env:
-            if item.startswith(b"LAUNCHER_RUN_ID=") and pgid != own:
-                found.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), set()).add(pgid)
+            if not item.startswith(b"LAUNCHER_RUN_ID="):
+                continue
+            groups, lone = found.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), (set(), {}))
+            if pgid == sid and pgid not in (own_group, own_session):
+                groups.add(pgid)
+            elif pid != os.getpid() and pgid != own_group:
+                lone[pid] = process_start_ticks(pid)
     return found
 
 

@@ -35,7 +35,14 @@ from pathlib import Path
 from launcher.atomic import atomic_write_text
 from launcher.executors import job_cgroup
 from launcher.executors.job_status import exit_path, record_attempt, wrap_argv
-from launcher.procfs import proc_stats, process_group, process_start_ticks, run_process_groups, session_and_descendants
+from launcher.procfs import (
+    proc_stats,
+    process_group,
+    process_start_ticks,
+    run_lone_processes,
+    run_process_groups,
+    session_and_descendants,
+)
 from launcher.executors.base import (
     DEFAULT_GRACE_SECONDS,
     PREEMPTED_EXIT_CODE,
@@ -188,6 +195,8 @@ def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECOND
         candidates += sorted(run_process_groups(run_id) - set(candidates))
     cgroup = job_cgroup.run_cgroup(run_id) if run_id is not None else None
     strays = session_and_descendants(set(candidates))
+    if run_id is not None:
+        strays |= run_lone_processes(run_id)  # each by itself: its group is not the run's
     targets = [g for g in candidates if _signal_group(g, signal.SIGTERM)]
     _signal_strays(strays, signal.SIGTERM)
     job_cgroup.terminate(cgroup)

@@ -13,6 +13,7 @@ import pytest
 
 from launcher.executors import Outcome
 from launcher.executors.job_status import ended_outcome, exit_path
+from launcher.executors.local import kill_recorded_processes
 from tests.executors.test_local_executor import _request, _start
 from tests.reliability.test_orphan_jobs import _cgroup_v2_writable
 
@@ -128,3 +129,24 @@ def test_a_preemption_notice_is_one_sigterm_per_process(tmp_path):
     assert result.outcome is Outcome.PREEMPTED and result.exit_code == 75
     text = log.read_text()
     assert "total 1" in text and "term 2" not in text, text
+
+
+def test_a_process_carrying_the_run_id_in_a_foreign_group_is_stopped_alone(tmp_path):
+    # A process with LAUNCHER_RUN_ID=<run> that lives in someone else's process group (here an
+    # innocent `sleep` leads it; in CI it was the test runner's session): cleanup stops that
+    # process only, never the group or session around it.
+    run_id = f"r-foreign-{os.getpid()}"
+    innocent = subprocess.Popen(["sleep", "60"], process_group=0, env={"PATH": os.environ["PATH"]})
+    carrier = subprocess.Popen(
+        ["sleep", "60"], process_group=innocent.pid, env={"PATH": os.environ["PATH"], "LAUNCHER_RUN_ID": run_id}
+    )
+    try:
+        assert os.getpgid(carrier.pid) == innocent.pid != os.getsid(carrier.pid)
+        kill_recorded_processes(tmp_path, grace_s=2.0, run_id=run_id)
+        assert carrier.wait(10) in (-signal.SIGTERM, -signal.SIGKILL)
+        assert innocent.poll() is None, "the innocent group leader must survive"
+    finally:
+        for p in (innocent, carrier):
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
