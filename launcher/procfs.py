@@ -48,10 +48,10 @@ def run_process_groups(run_id: str) -> set[int]:
 def all_run_process_groups() -> dict[str, set[int]]:
     """run id -> process groups of live processes carrying LAUNCHER_RUN_ID.
 
-    Only groups that lead their own session count (a rank is started in a session of its own,
-    and so is a job child that called setsid): a process that carries a run id inside someone
-    else's group or session (a terminal's, a test runner's, ours) must never get that whole
-    group or session signalled."""
+    Only groups whose leader carries the run id and leads its own session count (a rank is
+    started in a session of its own, and so is a job child that called setsid): a process that
+    carries a run id inside someone else's group or session (a terminal's, a test runner's, ours)
+    must never get that whole group or session signalled."""
     return {run: set(groups) for run, (groups, _lone) in _run_processes().items()}
 
 
@@ -62,8 +62,8 @@ def run_lone_processes(run_id: str) -> dict[int, int | None]:
 
 
 def _run_processes() -> dict[str, tuple[set[int], dict[int, int | None]]]:
-    own_group, own_session = os.getpgrp(), os.getsid(0)
-    found: dict[str, tuple[set[int], dict[int, int | None]]] = {}
+    own_group, own_session, me = os.getpgrp(), os.getsid(0), os.getpid()
+    carriers: dict[str, list[tuple[int, int, int]]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not entry.isdigit():
             continue
@@ -75,13 +75,14 @@ def _run_processes() -> dict[str, tuple[set[int], dict[int, int | None]]]:
         except (OSError, ProcessLookupError):
             continue
         for item in env:
-            if not item.startswith(b"LAUNCHER_RUN_ID="):
-                continue
-            groups, lone = found.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), (set(), {}))
-            if pgid == sid and pgid not in (own_group, own_session):
-                groups.add(pgid)
-            elif pid != os.getpid() and pgid != own_group:
-                lone[pid] = process_start_ticks(pid)
+            if item.startswith(b"LAUNCHER_RUN_ID="):
+                carriers.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), []).append((pid, pgid, sid))
+    found: dict[str, tuple[set[int], dict[int, int | None]]] = {}
+    for run, procs in carriers.items():
+        # A group is the run's when its leader carries the run id and leads its own session.
+        groups = {pid for pid, pgid, sid in procs if pid == pgid == sid and pgid not in (own_group, own_session)}
+        lone = {pid: process_start_ticks(pid) for pid, pgid, _sid in procs if pgid not in groups and pgid != own_group and pid != me}
+        found[run] = (groups, lone)
     return found
 
 

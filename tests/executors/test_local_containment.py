@@ -132,21 +132,27 @@ def test_a_preemption_notice_is_one_sigterm_per_process(tmp_path):
 
 
 def test_a_process_carrying_the_run_id_in_a_foreign_group_is_stopped_alone(tmp_path):
-    # A process with LAUNCHER_RUN_ID=<run> that lives in someone else's process group (here an
-    # innocent `sleep` leads it; in CI it was the test runner's session): cleanup stops that
+    # A process with LAUNCHER_RUN_ID=<run> inside someone else's session and group (here an
+    # innocent `sleep` leads both; in CI it was the test runner's session): cleanup stops that
     # process only, never the group or session around it.
     run_id = f"r-foreign-{os.getpid()}"
-    innocent = subprocess.Popen(["sleep", "60"], process_group=0, env={"PATH": os.environ["PATH"]})
-    carrier = subprocess.Popen(
-        ["sleep", "60"], process_group=innocent.pid, env={"PATH": os.environ["PATH"], "LAUNCHER_RUN_ID": run_id}
-    )
+    innocent = subprocess.Popen(
+        ["bash", "-c", f"LAUNCHER_RUN_ID={run_id} sleep 60 & echo $!; exec sleep 60"],
+        start_new_session=True, stdout=subprocess.PIPE, text=True, env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
+    carrier = int(innocent.stdout.readline())
     try:
-        assert os.getpgid(carrier.pid) == innocent.pid != os.getsid(carrier.pid)
+        assert os.getpgid(carrier) == os.getsid(carrier) == innocent.pid
         kill_recorded_processes(tmp_path, grace_s=2.0, run_id=run_id)
-        assert carrier.wait(10) in (-signal.SIGTERM, -signal.SIGKILL)
-        assert innocent.poll() is None, "the innocent group leader must survive"
+        deadline = time.monotonic() + 10
+        while _alive(carrier) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(carrier), "the process carrying the run id is stopped"
+        assert innocent.poll() is None, "the innocent session leader must survive"
     finally:
-        for p in (innocent, carrier):
-            if p.poll() is None:
-                p.kill()
-                p.wait(10)
+        for pid in (carrier, innocent.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        innocent.wait(10)
