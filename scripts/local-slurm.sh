@@ -69,10 +69,13 @@ grant_traverse() {
   for p in "$(cd "$(dirname "$1")" && pwd)/x" "$(readlink -f "$1")"; do
     d=$(dirname "$p")
     while [ "$d" != "/" ]; do
-      if [ "$(stat -c %A "$d" | cut -c10)" != "x" ]; then
+      # Others' execute bit: "x", or "t" (sticky with x, e.g. /tmp). A named-user entry replaces
+      # "other" for that user, so adding one where others may already enter would take rights away.
+      case "$(stat -c %A "$d" | cut -c10)" in x | t) ;; *)
         setfacl -m "u:$SUSER:x" "$d"
         grep -qxF "$d" "$STATE/acl-dirs" 2>/dev/null || echo "$d" >>"$STATE/acl-dirs"
-      fi
+        ;;
+      esac
       d=$(dirname "$d")
     done
   done
