@@ -38,6 +38,13 @@ def _wait_pid_file(path: Path) -> int:
     raise AssertionError(f"no pid in {path} after 20s")
 
 
+def _clean_up(unrelated: subprocess.Popen, escapee: int | None) -> None:
+    unrelated.kill()
+    unrelated.wait()
+    if escapee is not None and _alive(escapee):
+        os.kill(escapee, signal.SIGKILL)
+
+
 def _started_and_up(req):
     """Start the job; return once its log says `up` (at most 8 s)."""
     ex = _start(req)
@@ -92,10 +99,7 @@ def test_a_job_that_ended_leaves_no_setsid_process_behind_with_a_cgroup(tmp_path
         assert not _alive(escapee)
         assert unrelated.poll() is None
     finally:
-        unrelated.kill()
-        unrelated.wait()
-        if escapee is not None and _alive(escapee):
-            os.kill(escapee, signal.SIGKILL)
+        _clean_up(unrelated, escapee)
 
 
 def test_without_a_cgroup_stop_reaches_a_setsid_child_of_the_job(tmp_path, monkeypatch):
@@ -112,10 +116,7 @@ def test_without_a_cgroup_stop_reaches_a_setsid_child_of_the_job(tmp_path, monke
         assert not _alive(escapee)
         assert unrelated.poll() is None
     finally:
-        unrelated.kill()
-        unrelated.wait()
-        if escapee is not None and _alive(escapee):
-            os.kill(escapee, signal.SIGKILL)
+        _clean_up(unrelated, escapee)
 
 
 def test_a_preemption_notice_is_one_sigterm_per_process(tmp_path):
