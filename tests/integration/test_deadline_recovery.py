@@ -6,6 +6,7 @@ simulated job, so hours of trace pass in milliseconds and nothing depends on mac
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -20,6 +21,10 @@ from launcher.planning.plan import Plan
 from launcher.providers.local import LocalProvider, SimulatedPrices, SpotTrace
 from launcher.spec import load_spec_text
 from pricing.models import ScoredOffer
+
+# Run ids name cgroups and are matched in /proc: unique per test process, so two suites on
+# one machine never meet.
+RUN_DEADLINE = f"r-deadline-{os.getpid()}"
 
 TICK_S = 600.0  # 10-minute trace ticks
 # Spot for 30 minutes, gone for 50, then back for good (at 4800 s).
@@ -103,9 +108,9 @@ def run_with_deadline(tmp_path, deadline: str):
     spec_text = f"run: python train.py\nlauncher: {{deadline: {deadline}, expected_hours: 1}}\n"
     loaded = load_spec_text(spec_text)
     led = Ledger()
-    led.create_run(RunRecord(run_id="r-deadline", name="t", spec_hash="h", spec_yaml=spec_text, project="p"))
+    led.create_run(RunRecord(run_id=RUN_DEADLINE, name="t", spec_hash="h", spec_yaml=spec_text, project="p"))
     (tmp_path / "run").mkdir()
-    job = RunJob("r-deadline", tmp_path / "run", loaded.spec, plan, None, tmp_path / "ck", {"project": "p"})
+    job = RunJob(RUN_DEADLINE, tmp_path / "run", loaded.spec, plan, None, tmp_path / "ck", {"project": "p"})
     policy = recovery_policy(None, has_deadline=True)
     assert policy.name == "deadline-aware"
     progress = {"s": 0.0}
@@ -126,14 +131,14 @@ def ledger_closer():
 
 
 def waits(led) -> list[dict]:
-    return [e.data for e in led.events("r-deadline", kind="recovery") if e.data.get("decision") == "wait"]
+    return [e.data for e in led.events(RUN_DEADLINE, kind="recovery") if e.data.get("decision") == "wait"]
 
 
 def test_deadline_aware_waits_for_spot_and_resumes_the_moment_it_is_back(tmp_path, ledger_closer):
     led, result, provisioned_at, _ = run_with_deadline(tmp_path, "6h")
     ledger_closer(led)
     assert result.state == "succeeded"
-    attempts = led.attempts("r-deadline")
+    attempts = led.attempts(RUN_DEADLINE)
     assert [(a.spot, a.end_reason) for a in attempts] == [(True, "preempted"), (True, "completed")]
     assert [a.price_usd_per_hour for a in attempts] == [0.3, 0.3]
     # It waited (plenty of slack) ...
@@ -141,22 +146,22 @@ def test_deadline_aware_waits_for_spot_and_resumes_the_moment_it_is_back(tmp_pat
     assert len(w) >= 2 and all(x["reason"].startswith("wait: slack above reserve") for x in w)
     # ... and was asked again when the trace's capacity came back, not at the end of a poll.
     assert provisioned_at == [(True, 0.0), (True, BACK_AT_S)]
-    (placed,) = [e.data for e in led.events("r-deadline", kind="recovery") if "offer" in e.data]
+    (placed,) = [e.data for e in led.events(RUN_DEADLINE, kind="recovery") if "offer" in e.data]
     assert placed["offer"]["spot"] is True and placed["reason"].startswith("spot: spot available")
-    assert len(led.events("r-deadline", kind="preemption")) == 1
+    assert len(led.events(RUN_DEADLINE, kind="preemption")) == 1
 
 
 def test_deadline_aware_switches_to_on_demand_when_the_deadline_requires(tmp_path, ledger_closer):
     led, result, provisioned_at, clock = run_with_deadline(tmp_path, "90m")
     ledger_closer(led)
     assert result.state == "succeeded"
-    attempts = led.attempts("r-deadline")
+    attempts = led.attempts(RUN_DEADLINE)
     assert [(a.spot, a.end_reason) for a in attempts] == [(True, "preempted"), (False, "completed")]
     assert [a.price_usd_per_hour for a in attempts] == [0.3, 1.2]
     # Half the work was done at the preemption (30 min), 60 min left: one poll of waiting fits
     # the reserve, the second does not, so it goes on-demand while spot is still gone.
     assert len(waits(led)) == 1
-    (placed,) = [e.data for e in led.events("r-deadline", kind="recovery") if "offer" in e.data]
+    (placed,) = [e.data for e in led.events(RUN_DEADLINE, kind="recovery") if "offer" in e.data]
     assert placed["offer"]["spot"] is False and placed["reason"].startswith("on-demand:")
     assert provisioned_at[1][0] is False and provisioned_at[1][1] < BACK_AT_S
     assert clock() - 1000.0 <= 90 * 60  # finished before the deadline

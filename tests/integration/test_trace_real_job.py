@@ -9,6 +9,7 @@ So the order of events is the same on an idle machine and on a loaded one."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -24,6 +25,11 @@ from launcher.planning.plan import Plan
 from launcher.providers.local import LocalProvider, SpotTrace
 from launcher.spec import load_spec_text
 from pricing.models import ScoredOffer
+
+# Run ids name cgroups and are matched in /proc: unique per test process, so two suites on
+# one machine never meet.
+RUN_TRACE = f"r-trace-{os.getpid()}"
+RUN_SCHED = f"r-sched-{os.getpid()}"
 
 GAP_S = 60.0
 # Capacity for the first minute, gone for two, then back for good.
@@ -89,16 +95,16 @@ def test_real_job_is_preempted_by_the_trace_and_resumes_from_its_checkpoint(tmp_
     spec_text = "run: |\n" + "".join(f"  {line}\n" for line in JOB.splitlines())
     loaded = load_spec_text(spec_text)
     with Ledger() as led:
-        led.create_run(RunRecord(run_id="r-trace", name="t", spec_hash="h", spec_yaml=spec_text, project="p"))
-        job = RunJob("r-trace", run_dir, loaded.spec, plan, None, tmp_path / "ck", {"project": "p"}, grace_s=10.0)
+        led.create_run(RunRecord(run_id=RUN_TRACE, name="t", spec_hash="h", spec_yaml=spec_text, project="p"))
+        job = RunJob(RUN_TRACE, run_dir, loaded.spec, plan, None, tmp_path / "ck", {"project": "p"}, grace_s=10.0)
         deps = ControllerDeps(
             ledger=led, provider_for=lambda cloud: local, executor_for=lambda cloud: LocalExecutor(podman=False),
             policy=recovery_policy(None), clock=clock, sleep=clock.sleep, poll_interval_s=0.05,
             heartbeat_interval_s=3600.0, capacity_retry_s=GAP_S / 2,
         )  # fmt: skip
         result = Controller(job, deps).run()
-        attempts = led.attempts("r-trace")
-        preemptions = led.events("r-trace", kind="preemption")
+        attempts = led.attempts(RUN_TRACE)
+        preemptions = led.events(RUN_TRACE, kind="preemption")
 
     assert result.state == "succeeded", result
     reasons = [a.end_reason for a in attempts]
@@ -152,16 +158,16 @@ def test_real_job_preempted_on_schedule_resumes_twice_from_its_checkpoints(tmp_p
     spec_text = "run: |\n" + "".join(f"  {line}\n" for line in job_text.splitlines())
     loaded = load_spec_text(spec_text)
     with Ledger() as led:
-        led.create_run(RunRecord(run_id="r-sched", name="t", spec_hash="h", spec_yaml=spec_text, project="p"))
-        job = RunJob("r-sched", run_dir, loaded.spec, plan, None, tmp_path / "ck", {"project": "p"}, grace_s=10.0)
+        led.create_run(RunRecord(run_id=RUN_SCHED, name="t", spec_hash="h", spec_yaml=spec_text, project="p"))
+        job = RunJob(RUN_SCHED, run_dir, loaded.spec, plan, None, tmp_path / "ck", {"project": "p"}, grace_s=10.0)
         deps = ControllerDeps(
             ledger=led, provider_for=lambda cloud: local, executor_for=lambda cloud: LocalExecutor(podman=False),
             policy=recovery_policy(None), clock=clock, sleep=clock.sleep, poll_interval_s=0.05,
             heartbeat_interval_s=3600.0,
         )  # fmt: skip
         result = Controller(job, deps).run()
-        attempts = led.attempts("r-sched")
-        preemptions = led.events("r-sched", kind="preemption")
+        attempts = led.attempts(RUN_SCHED)
+        preemptions = led.events(RUN_SCHED, kind="preemption")
 
     assert result.state == "succeeded", result
     assert [(a.spot, a.end_reason) for a in attempts] == [(True, "preempted"), (True, "preempted"), (True, "completed")]
