@@ -35,6 +35,7 @@ from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_
 from launcher.controller.states import can_transition, is_terminal
 from launcher.errors import BadInputError, ConflictError, CredentialsError, LauncherError, ToolMissingError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS, ExecRequest, ExecResult, Executor, Outcome
+from launcher.executors.job_status import RECORDABLE, EndedJob, record_outcome
 from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.ledger.records import (
     AttemptState,
@@ -434,6 +435,9 @@ class Controller:
         ended_at = self.led.now()
         if stop_reason is not None:  # the run is STOPPING already: the attempt's end is the whole change
             self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code, ended_at=ended_at)
+        elif reason != EndReason.MOVED and result.outcome in RECORDABLE:
+            # for whoever cleans up if this process dies during the teardown (minutes on a cloud)
+            record_outcome(job.run_dir, seq, EndedJob(result.outcome, result.exit_code or 0, result.detail, ended_at.timestamp()))
         # Otherwise the attempt stays open through the teardown (an action: no transaction spans
         # it) and closes together with the run's next state, so a failed write never leaves a
         # live run whose attempt ended; billing still ends when the job did.

@@ -56,7 +56,7 @@ def close_attempt(ledger: LedgerWriter, a: AttemptRecord, run_dir: Path, job: En
         ended_at = None
     step = _record_checkpoint(ledger, a, run_dir)  # true on its own: the job saved it
     data = {"attempt": a.seq, "end_reason": str(end_reason), "exit_code": job.exit_code, "detail": job.detail,
-            "from": "the job's exit status file (its controller was gone)"}  # fmt: skip
+            "from": job.source}  # fmt: skip
     if step is not None:
         data["checkpoint_step"] = step
     try:

@@ -59,6 +59,32 @@ def record_attempt(run_dir: Path, attempt: int, *, num_nodes: int, checkpoint_di
     atomic_write_text(d / f"a{attempt}.json", json.dumps(data))
 
 
+def outcome_path(run_dir: Path, attempt: int) -> Path:
+    return exits_dir(run_dir) / f"a{attempt}-outcome.json"
+
+
+def record_outcome(run_dir: Path, attempt: int, job: EndedJob) -> None:
+    """The attempt's end as its controller learned it from the executor (atomic). Best effort:
+    without it (a full disk) cleanup closes the attempt `abandoned`, as before."""
+    data = {"outcome": str(job.outcome), "exit_code": job.exit_code, "detail": job.detail, "ended_at_unix": job.ended_at_unix}
+    try:
+        exits_dir(run_dir).mkdir(mode=0o700, exist_ok=True)
+        atomic_write_text(outcome_path(run_dir, attempt), json.dumps(data))
+    except OSError:
+        pass
+
+
+def _recorded_outcome(run_dir: Path, attempt: int) -> EndedJob | None:
+    try:
+        data = json.loads(outcome_path(run_dir, attempt).read_text())
+        ended_at = data.get("ended_at_unix")
+        job = EndedJob(Outcome(data["outcome"]), int(data["exit_code"]), str(data.get("detail") or ""),
+                       float(ended_at) if ended_at is not None else None, source=RECORDED_BY_CONTROLLER)  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none recorded, or unreadable: judged as if none
+    return job if job.outcome in RECORDABLE else None
+
+
 def attempt_info(run_dir: Path, attempt: int) -> dict:
     try:
         return json.loads((exits_dir(run_dir) / f"a{attempt}.json").read_text())
@@ -90,6 +116,12 @@ class EndedJob:
     exit_code: int
     detail: str
     ended_at_unix: float | None = None  # when the last rank's code was written
+    source: str = "the job's exit status file (its controller was gone)"
+
+
+RECORDED_BY_CONTROLLER = "its controller, before a teardown it did not live to finish"
+# What an attempt can be closed as later; a lost node or a cancel leaves nothing to repeat.
+RECORDABLE = frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.SETUP_FAILED, Outcome.PREEMPTED})
 
 
 def ended_outcome(run_dir: Path, attempt: int, num_nodes: int) -> EndedJob | None:
@@ -98,10 +130,11 @@ def ended_outcome(run_dir: Path, attempt: int, num_nodes: int) -> EndedJob | Non
 
     Any rank of `run` exiting 75 means the job checkpointed on a preemption notice: preempted.
     Another non-zero code in `run` is a failure, in `setup` a setup failure; every rank of `run`
-    exiting 0 is a completed job."""
+    exiting 0 is a completed job. Without rank codes (a job on a cluster), the outcome its
+    controller recorded before the teardown, if any."""
     job = _outcome(run_dir, attempt, num_nodes)
     if job is None:
-        return None
+        return _recorded_outcome(run_dir, attempt)
     return EndedJob(job.outcome, job.exit_code, job.detail, _written_at(run_dir, attempt, num_nodes))
 
 
