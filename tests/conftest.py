@@ -43,7 +43,34 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
+    """A free loopback port for a server a test starts (and may stop and start again on the same
+    port). Taken outside the kernel's ephemeral range where there is room: a port from that range
+    can be handed, between the pick and the server's bind or between a stop and a restart, to any
+    client's outgoing connection or any `bind(0)` on the machine; outside it only another pick
+    like this one can take it, and each pick checks the port is free."""
+    import random
+
+    lo, hi = _ephemeral_range()
+    outside = [r for r in (range(20000, min(lo, 32768)), range(max(hi + 1, 61000), 65536)) if len(r) > 0]
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(50) if outside else ():
+        r = rng.choice(outside)
+        port = rng.randrange(r.start, r.stop)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
