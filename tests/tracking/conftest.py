@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _venv_bin, free_port
+from tests.conftest import _listening_inodes, _owned_by, _venv_bin, free_port
 
 STARTUP_TIMEOUT_S = 300  # a first start creates the SQLite schema; slow on a loaded 2-core box
 
@@ -45,8 +45,8 @@ class MlflowServer:
                 raise RuntimeError(f"mlflow server exited with {self.proc.returncode}: {self.log_tail()}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
+                    if r.status == 200 and _owned_by(self.proc.pid, _listening_inodes(self.port)):
+                        return  # our server answers, not another process on the port
             except OSError:
                 time.sleep(0.5)
         self.stop()
