@@ -323,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
             breakdown(single_rows, SINGLE_POLICIES, "factor")
             breakdown(single_rows, SINGLE_POLICIES, "collection")
             nine = [ps for ps in groups.values() if len(ps) >= 9]
-            cases = [c for ps in nine for c in grid(tuple(traces[p] for p in ps), 1)]
+            # --starts start ticks per job shape (3 by default), as for the single-zone grid: one start tick
+            # (the trace's first) would make the whole figure one moment of the 45 days.
+            cases = [c for ps in nine for c in grid(tuple(traces[p] for p in ps), args.starts)]
             rows = [r for rs in pool.map(public_multi_row, cases) for r in rs]
             public_multi = {"multi-zone": public_multi_table(rows)}
             summary["public_9_zone"] = public_multi["multi-zone"]
