@@ -13,7 +13,7 @@ home zone. Then the public Can't Be Late traces as before (single zone and the 9
 Jobs: 24 h and 48 h of work, deadlines 1.2x, 1.5x and 2x, 0.2 h restart overhead, p3.2xlarge prices
 ($3.06/h on-demand, $0.9731/h spot). Ends with the issue's goals, each PASS or FAIL.
 
-Took about 7 min of wall time with two workers on a shared, loaded 2-core machine (`--quick`, the
+Took about 5 min of wall time with two workers on a shared, loaded 2-core machine (`--quick`, the
 synthetic part only: about 2 min).
 """
 

@@ -111,6 +111,8 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         best = self._best(state)
         if not state.spot_available[z]:
             return best
-        if state.current is Choice.ON_DEMAND and best is not None and self.spells.mean_up(best) > self.spells.mean_up(z):
+        if state.current is Choice.ON_DEMAND and best is not None and (
+            self.spells.mean_up(best) > self.spells.mean_up(z)
+        ):
             return best
         return z
