@@ -7,7 +7,8 @@ pay for itself:
 - on on-demand: leave for the zone with capacity whose spells have been longest, when they are long
   enough to repay the hop (the same rule as `deadline-aware` in its own zone);
 - idle, its zone without capacity: wait as `deadline-aware` would while the slack is above the
-  reserve; move instead when the slack would run out waiting for this zone (see `_binding`) or
+  reserve; move instead when the idle time expected waiting for this zone would use up the
+  slack above the reserve, with a margin (see `_binding`), or
   when `deadline-aware` would go on-demand, or when this zone's spells are too short to repay a
   start, to the zone with the longest spells if they repay one. So where zones fail together there is nowhere to move to, and where capacity is
   plentiful the wait is free: it stays, and costs what `deadline-aware` costs.
@@ -24,12 +25,12 @@ class MultiZonePolicy(DeadlineAwarePolicy):
     name = "multi-zone"
     multi_zone = True
 
-    def __init__(self, *, move_when_binding: bool = True, bind_margin: float = 1.2, start_margin: float = 1.0,
+    def __init__(self, *, move_when_binding: bool = True, bind_margin: float = 2.0, start_margin: float = 1.0,
                  prior_up_fraction: float = 0.8, prior_fraction_hours: float = 1.0,
                  **params) -> None:  # fmt: skip
         """`move_when_binding`: move while idle when waiting for this zone would eat the slack;
-        `bind_margin`: the expected time to finish in this zone is multiplied by it before it is
-        compared with the time left (> 1: move a little before the slack would run out);
+        `bind_margin`: the expected idle time waiting for this zone is multiplied by it before it
+        is compared with the slack above the reserve (> 1: move before the slack would run out);
         `start_margin`: the expected spell a start in another zone asks for, in units of its
         break-even; `prior_up_fraction`, `prior_fraction_hours`: the share of time up assumed
         before any is seen, and what it is worth."""
@@ -57,9 +58,12 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         od, sp = prices(state)
         return self.start_margin * o * od / (od - sp)
 
-    def _binding(self, state: DecisionState, z: int, b: Budget) -> bool:
+    def _binding(self, state: DecisionState, z: int, b: Budget, reserve: float) -> bool:
         """Would waiting for zone `z` alone run the slack down? Expected time to finish there: the
-        work left over the share of time it has capacity, less the start lost in each spell.
+        work left over the share of time it has capacity, less the start lost in each spell; the
+        part of it spent idle is slack spent. Binding when that idle time, times `bind_margin`,
+        is more than the slack above the reserve: a move spends one restart of slack and money,
+        a wait only slack, so it moves only when waiting would clearly use up what can be spent.
         (In policy units, as the budget: the controller's clock is not exactly on the ticks.)"""
         u = self.spells.mean_up(z)
         o = state.restart_overhead_hours
@@ -68,8 +72,8 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         f = self.spells.up_fraction(z, self.prior_up_fraction, self.prior_fraction_hours)
         if f <= 0:
             return True
-        need = b.remaining / (f * (1.0 - o / u))
-        return need * self.bind_margin > b.left
+        idle = b.remaining / (f * (1.0 - o / u)) - b.remaining
+        return idle * self.bind_margin > b.slack - reserve
 
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone
@@ -92,7 +96,7 @@ class MultiZonePolicy(DeadlineAwarePolicy):
                 if here < need:
                     why = f"zone {z} down and its spells (~{here:.2f} h) do not repay a start: move to zone {best} (spells ~{spell:.2f} h)"
                     return enforce(state, Decision(Choice.SPOT, best, why), b)
-                if self.move_when_binding and self._binding(state, z, b):
+                if self.move_when_binding and self._binding(state, z, b, reserve):
                     why = f"zone {z} down and waiting for it would use up the slack: move to zone {best} (spells ~{spell:.2f} h)"
                     return enforce(state, Decision(Choice.SPOT, best, why), b)
         if can_wait:
@@ -100,5 +104,15 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         return enforce(state, Decision(Choice.ON_DEMAND, z, f"slack at reserve ({b.slack:.4g} <= {reserve:.4g}): on-demand"), b)
 
     def _spot_zone(self, state: DecisionState) -> int | None:
+        """Where a spot start goes. From on-demand: a hop costs the same wherever it lands and is
+        worth more the longer the spell, so to the zone whose spells have been longest (this one on
+        a tie). From idle: this zone when it has capacity (moving elsewhere is `decide`'s call)."""
         z = state.current_zone
-        return z if state.spot_available[z] else self._best(state)
+        best = self._best(state)
+        if not state.spot_available[z]:
+            return best
+        if state.current is Choice.ON_DEMAND and best is not None and (
+            self.spells.mean_up(best) > self.spells.mean_up(z)
+        ):
+            return best
+        return z
