@@ -143,6 +143,11 @@ def test_a_process_carrying_the_run_id_in_a_foreign_group_is_stopped_alone(tmp_p
     )  # fmt: skip
     carrier = int(innocent.stdout.readline())
     try:
+        # `echo $!` can run before the child has exec'd `sleep` with the run id in its environment
+        deadline = time.monotonic() + 30
+        while f"LAUNCHER_RUN_ID={run_id}".encode() not in Path(f"/proc/{carrier}/environ").read_bytes():
+            assert time.monotonic() < deadline, "the carrier never started with the run id"
+            time.sleep(0.01)
         assert os.getpgid(carrier) == os.getsid(carrier) == innocent.pid
         kill_recorded_processes(tmp_path, grace_s=2.0, run_id=run_id)
         deadline = time.monotonic() + 10
