@@ -299,10 +299,12 @@ def _resume(target: str, *, detach: bool) -> None:
 
 
 def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_start: bool = True) -> None:
+    from launcher.cli import startup_gc
     from launcher.cli.render import info
     from launcher.controller.logs import LogFollower
     from launcher.controller.runner import run_controller, run_dir
 
+    startup_gc.release()  # the controller may run for days
     closed = []
 
     def out(line: str) -> None:

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 import typer
 
+from launcher.cli import startup_gc
 from launcher.cli.app import GLOBALS, app
 from launcher.cli.argv import hoist_global_options
 
@@ -66,21 +67,22 @@ COMMAND_HOMES: dict[str, tuple[str, ...]] = {
 }
 
 
-def load_commands(argv: list[str]) -> None:
+def load_commands(argv: list[str]) -> str | None:
     """Import the modules of the command `argv` names (global options first, as
     hoist_global_options leaves them); every module when it names none or one we do not know
-    (`--help`, a typo that wants its did-you-mean)."""
+    (`--help`, a typo that wants its did-you-mean). Returns the command's name, if any."""
     from launcher.cli.argv import GLOBAL_OPTIONS
 
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
         i += 2 if argv[i] in GLOBAL_OPTIONS else 1
     if "--version" in argv[:i]:  # eager: prints and exits before any command
-        return
+        return None
     word = argv[i] if i < len(argv) else None
     modules = COMMAND_HOMES.get(word, COMMAND_MODULES) if word is not None else COMMAND_MODULES
     for name in modules:
         importlib.import_module(name)
+    return word
 
 
 def _debug_requested(argv: list[str]) -> bool:
@@ -94,9 +96,10 @@ def run(argv: list[str]) -> int:
 
     paths.make_state_private()
     argv = hoist_global_options(argv)
-    load_commands(argv)
+    command = load_commands(argv)
     try:
-        rv = app(args=argv, prog_name="launcher", standalone_mode=False)
+        with startup_gc.held(command):
+            rv = app(args=argv, prog_name="launcher", standalone_mode=False)
         # Without standalone mode typer returns a `typer.Exit`'s code instead of raising it;
         # our commands themselves return None.
         return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
