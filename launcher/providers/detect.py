@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from launcher.providers.base import CredentialStatus
+from launcher.providers.credentials import CredentialStatus
 from pricing.clouds import PROVIDER_CLOUDS
 
 DETECTABLE_CLOUDS = PROVIDER_CLOUDS
