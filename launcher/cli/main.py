@@ -91,15 +91,18 @@ def _debug_requested(argv: list[str]) -> bool:
     return "--debug" in argv or bool(os.environ.get("LAUNCHER_DEBUG"))
 
 
-def run(argv: list[str]) -> int:
+def run(argv: list[str], *, own_process: bool = False) -> int:
+    """Run one command. `own_process`: the process ends with it (the console entry points), so
+    a quick command may run without the cyclic GC (launcher.cli.startup_gc)."""
     from launcher import paths
 
     paths.make_state_private()
     argv = hoist_global_options(argv)
     command = load_commands(argv)
+    if own_process:
+        startup_gc.hold(command)
     try:
-        with startup_gc.held(command):
-            rv = app(args=argv, prog_name="launcher", standalone_mode=False)
+        rv = app(args=argv, prog_name="launcher", standalone_mode=False)
         # Without standalone mode typer returns a `typer.Exit`'s code instead of raising it;
         # our commands themselves return None.
         return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
@@ -139,7 +142,7 @@ def _exit(code: int) -> NoReturn:
 
 
 def main() -> None:
-    _exit(run(sys.argv[1:]))
+    _exit(run(sys.argv[1:], own_process=True))
 
 
 def launch_main() -> None:
@@ -147,7 +150,7 @@ def launch_main() -> None:
     argv = sys.argv[1:]
     globals_ = [a for a in argv if a == "--debug"]
     rest = [a for a in argv if a != "--debug"]
-    _exit(run([*globals_, "launch", *rest]))
+    _exit(run([*globals_, "launch", *rest], own_process=True))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def test_local_launch_imports_neither_pandas_nor_alembic_once_the_ledger_exists(
 LIGHT_PROBE = (
     "import gc, json, sys\n"
     "from launcher.cli.main import run\n"
-    "rc = run(sys.argv[1:])\n"
+    "rc = run(sys.argv[1:], own_process=True)\n"
     "mods = ('launcher.checkpoint', 'argparse', 'alembic', 'sqlalchemy.dialects.postgresql', 'sqlalchemy.orm')\n"
     "from launcher.planning.budget import BudgetsConfig\n"
     "from launcher.clusters.models import ClustersFile\n"
@@ -55,7 +55,8 @@ LIGHT_PROBE = (
 
 def test_a_plain_local_launch_loads_no_checkpoint_store_and_builds_no_optional_config_schema(tmp_path, launcher_home):
     """No budgets.yaml, clusters.yaml or config.yaml and a job that saves no checkpoint: their
-    schemas and the checkpoint package stay unloaded; the collector is back on afterwards."""
+    schemas and the checkpoint package stay unloaded. The collector, held off while the launch
+    starts in its own process, is on again: the foreground controller released it."""
     import json
 
     spec = tmp_path / "t.yaml"
