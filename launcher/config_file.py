@@ -26,7 +26,7 @@ def load_yaml_model(path: Path, model: type[M], *, missing_ok: bool = False, wha
     path = Path(path)
     if not path.is_file():
         if missing_ok:
-            return model()
+            return defaults(model)
         raise BadInputError(f"{what} not found: {path}")
     try:
         raw = yaml_load(read_bounded_text(path, what), str(path))
@@ -35,13 +35,23 @@ def load_yaml_model(path: Path, model: type[M], *, missing_ok: bool = False, wha
         where = f":{mark.line + 1}" if mark is not None else ""
         raise SpecError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
     if raw is None:
-        return model()
+        return defaults(model)
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: the {what} must be a mapping, got {type(raw).__name__}")
     try:
         return model.model_validate(raw)
     except ValidationError as e:
         raise validation_error(path, model, e) from None
+
+
+def defaults(model: type[M]) -> M:
+    """The model with its defaults (a missing or empty file). A model of an optional file that
+    declares `defer_build` builds its validator on first use, and its defaults are valid by
+    construction (tests/test_config_file.py checks each against `model()`), so a launch without
+    budgets.yaml, clusters.yaml or config.yaml builds none of their schemas."""
+    if model.model_config.get("defer_build"):
+        return model.model_construct()
+    return model()
 
 
 def validation_error(path: Path, model: type[BaseModel], e: ValidationError) -> SpecError:

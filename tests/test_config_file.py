@@ -56,3 +56,47 @@ def test_fields_at_walks_models_dicts_and_lists():
     assert fields_at(Root, ("by_key", "anything")) == ["limit_usd"]
     assert fields_at(Root, ("items", 3)) == ["limit_usd"]
     assert fields_at(Root, ("maybe",)) == ["limit_usd"]
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("launcher.planning.budget", "BudgetsConfig"),
+        ("launcher.clusters.models", "ClustersFile"),
+        ("launcher.server.settings", "UserConfig"),
+    ],
+)
+def test_optional_files_defaults_need_no_schema_build_and_equal_validated_defaults(tmp_path, module, name):
+    import importlib
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    model = getattr(importlib.import_module(module), name)
+    missing = load_yaml_model(tmp_path / "absent.yaml", model, missing_ok=True)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert missing == model() == load_yaml_model(empty, model)  # model(): validated defaults
+    assert missing.model_dump() == model().model_dump() and missing.model_fields_set == set()
+    # in a fresh interpreter a missing file leaves the schema unbuilt (what a plain launch reads)
+    probe = (
+        f"import sys; from launcher.config_file import load_yaml_model; from {module} import {name} as M\n"
+        "m = load_yaml_model(sys.argv[1], M, missing_ok=True)\n"
+        "print(M.__pydantic_complete__)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "absent.yaml")], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "False"
+
+
+def test_an_optional_file_with_content_is_still_validated(tmp_path):
+    from launcher.planning.budget import BudgetsConfig
+
+    p = tmp_path / "budgets.yaml"
+    p.write_text("budgets:\n  - project: vision\n")
+    with pytest.raises(SpecError, match="set monthly_limit_usd and/or hourly_burn_limit_usd_per_hour"):
+        load_yaml_model(p, BudgetsConfig, missing_ok=True)
+    p.write_text("budgets:\n  - {project: vision, monthly_limit_usd: 10}\n  - {project: vision, monthly_limit_usd: 5}\n")
+    with pytest.raises(SpecError, match="listed twice"):
+        load_yaml_model(p, BudgetsConfig, missing_ok=True)

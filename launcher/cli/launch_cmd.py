@@ -78,131 +78,42 @@ def launch(
         raise BadInputError("missing task spec", hint="launch task_specs/quickstart.yaml --cheapest --yes")
     if as_json and not dry_run:
         raise BadInputError("--json goes with --dry-run (a launch streams the job's output)")
+    from launcher.controller.launch_plan import LaunchFlags, prepare_launch
 
-    from launcher.controller.recovery import recovery_policy
-    from launcher.planning import Overrides, local_offer, make_plan, plan_lines
-    from launcher.providers.local import PreemptionSchedule
-    from launcher.spec import load_spec
-
-    # Everything that can be wrong with the input is checked before anything is written.
-    loaded = load_spec(spec)
-    recovery_policy(loaded.spec.launcher.recovery, has_deadline=loaded.spec.launcher.deadline is not None)
-    if simulate_preemptions is not None:
-        try:
-            PreemptionSchedule.parse(simulate_preemptions)
-        except ValueError as e:
-            raise BadInputError(str(e)) from None
-    if simulate_trace is not None:
-        from launcher.providers.local import SpotTrace
-
-        try:
-            SpotTrace.load(simulate_trace, speedup=trace_speedup, start_tick=trace_start_tick)
-        except ValueError as e:
-            raise BadInputError(str(e)) from None
-    simulated = simulate_preemptions is not None or simulate_trace is not None
-    import os
-
-    from launcher.providers.local import SIMULATE_PRICE_ENV, SimulatedPrices
-
-    if simulate_price is not None:
-        if not simulated:
-            raise BadInputError("--simulate-price goes with --simulate-preemptions or --simulate-trace")
-        SimulatedPrices.parse(simulate_price)  # bad input -> exit 2 before anything is written
-    # The price reaches the plan and, through LaunchOptions, the controller (foreground or detached).
-    price_text = (simulate_price if simulate_price is not None else os.environ.get(SIMULATE_PRICE_ENV)) if simulated else None
-    if ssh_cidr is not None:
-        import ipaddress
-
-        try:
-            ssh_cidr = str(ipaddress.ip_network(ssh_cidr, strict=False))
-        except ValueError:
-            raise BadInputError(f"--ssh-cidr {ssh_cidr!r} is not a network like 203.0.113.7/32") from None
-    from launcher import paths
-    from launcher.spec.checkpoint_dir import check_checkpoint_dir
-    from launcher.spec.workdir import check_workdir
-
-    if loaded.workdir is not None:
-        check_workdir(loaded.workdir, excluded=[paths.home()])
-    check_checkpoint_dir(loaded, home=paths.home())
-    clouds = _clouds(cloud)
-    from launcher.spec.provenance import collect_provenance
-
-    prov = collect_provenance(loaded)  # hashes data paths: a missing one is bad input
-    preflight = None
-    if not dry_run:  # a real launch: clouds that cannot be used leave the plan (or refuse now)
-        from launcher.planning.preflight import cloud_preflight
-        from launcher.providers.detect import enabled_clouds
-
-        preflight = cloud_preflight(enabled_clouds(), ssh_cidr=ssh_cidr)
-    try:
-        plan = make_plan(
-            loaded,
-            overrides=Overrides(clouds=clouds, spot=spot),
-            catalog_dir=catalog_dir or GLOBALS.catalog_dir,
-            local_offer=local_offer(simulated=simulated, simulate_price=price_text),
-            dry_run=dry_run,
-            statuses=preflight.statuses if preflight else None,
-        )
-    except LauncherError as e:
-        if preflight is not None and preflight.problems:
-            # The spec's own problems come first: the plan as if the clouds were usable must
-            # pass the budget (exit 3) and carry the mandatory tags (exit 2).
-            from launcher.planning.cloud_resources import require_spec_tags
-
-            as_if = make_plan(
-                loaded, overrides=Overrides(clouds=clouds, spot=spot), catalog_dir=catalog_dir or GLOBALS.catalog_dir,
-                local_offer=local_offer(simulated=simulated, simulate_price=price_text), dry_run=True,
-            )  # fmt: skip
-            as_if.budget.enforce()
-            require_spec_tags(loaded)
-            raise preflight.refusal(e) from None
-        raise
-    from launcher.planning.cloud_resources import cloud_tags
-
-    # Mandatory tags and their characters are checked before anything is printed (a dry run too:
-    # the launch it describes would be refused); a budget refusal still takes precedence.
-    try:
-        tags = cloud_tags(loaded, plan, run_id=prov.run_id, created_at=prov.created_at)
-    except LauncherError:
-        plan.budget.enforce()
-        raise
+    flags = LaunchFlags(
+        clouds=tuple(cloud), spot=spot, catalog_dir=catalog_dir or GLOBALS.catalog_dir, dry_run=dry_run,
+        ssh_cidr=ssh_cidr, simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed,
+        simulate_within_s=simulate_within, simulate_trace=simulate_trace, trace_speedup=trace_speedup,
+        trace_start_tick=trace_start_tick, simulate_price=simulate_price, grace_s=grace_seconds,
+    )  # fmt: skip
+    prepared = prepare_launch(spec, flags)  # everything wrong with the input is refused here
+    plan = prepared.plan
     if not as_json:
-        for line in plan_lines(plan, forced_clouds=clouds):
-            info(line)
-        considered = {c.scored.offer.cloud for c in plan.candidates} | {a.cloud for a in plan.credentials}
-        for line in preflight.notes() if preflight else []:
-            if line.split(":")[0] in considered:
-                info(line)
-        for line in _local_mount_warnings(loaded, plan):
+        for line in prepared.lines():
             info(line)
     plan.budget.enforce()
     if dry_run:
-        _dry_run_resources(loaded, plan, tags, ssh_cidr=ssh_cidr, as_json=as_json)
+        _dry_run_resources(prepared.loaded, plan, prepared.tags, ssh_cidr=prepared.ssh_cidr, as_json=as_json)
         return
     if not yes:
         plan = _confirm(plan, ask_which=not cheapest)
 
-    from launcher.controller.runner import LaunchOptions, prepare_run, spawn_detached
-    from launcher.ledger import Ledger
-
-    options = LaunchOptions(
-        simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed, simulate_within_s=simulate_within,
-        simulate_trace=str(simulate_trace) if simulate_trace else None, trace_speedup=trace_speedup,
-        trace_start_tick=trace_start_tick, grace_s=grace_seconds, ssh_cidr=ssh_cidr,
-        simulate_price=price_text,
-    )  # fmt: skip
     from launcher.server.settings import server_settings
 
+    options = prepared.options()
     remote = server_settings(server)
     if submit or remote is not None:
         from launcher.server.submission import submit_to_server
 
-        run_id = submit_to_server(remote, loaded, plan, options, prov)
+        run_id = submit_to_server(remote, prepared.loaded, plan, options, prepared.prov)
         info(f"run {run_id} submitted to {remote.urls[0]}; follow it with: launcher logs {run_id} --follow")
         sys.stdout.write(run_id + "\n")
         return
+    from launcher.controller.runner import prepare_run, spawn_detached
+    from launcher.ledger import Ledger
+
     with Ledger() as ledger:
-        run_id = prepare_run(loaded, plan, options, ledger, prov)
+        run_id = prepare_run(prepared.loaded, plan, options, ledger, prepared.prov)
         if detach:
             pid = spawn_detached(run_id)
             info(f"run {run_id} started in the background (controller pid {pid}); follow it with: launcher logs {run_id} --follow")
@@ -235,19 +146,6 @@ def _dry_run_resources(loaded, plan, tags, *, ssh_cidr: str | None, as_json: boo
         for need in resources.deploy_needs:
             info(f"  a real launch also needs {need}")
     info("dry run: nothing was launched or recorded")
-
-
-def _clouds(values: list[str]) -> tuple[str, ...] | None:
-    from launcher.spec.models import normalize_cloud
-
-    out = []
-    for v in values:
-        for c in v.split(","):
-            try:
-                out.append(normalize_cloud(c))
-            except ValueError as e:
-                raise BadInputError(f"--cloud: {e}") from None
-    return tuple(out) or None
 
 
 def _confirm(plan, *, ask_which: bool):
@@ -299,10 +197,12 @@ def _resume(target: str, *, detach: bool) -> None:
 
 
 def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_start: bool = True) -> None:
+    from launcher.cli import startup_gc
     from launcher.cli.render import info
     from launcher.controller.logs import LogFollower
     from launcher.controller.runner import run_controller, run_dir
 
+    startup_gc.release()  # the controller may run for days
     closed = []
 
     def out(line: str) -> None:
@@ -335,20 +235,3 @@ def _run_foreground(run_id: str, ledger, *, num_nodes: int, mode: str, from_star
     if result.state == "budget_stopped":
         raise RefusedError(f"run {run_id} was stopped: its budget was spent")
     raise RunCancelledError(f"run {run_id} was cancelled")
-
-
-def _local_mount_warnings(loaded, plan) -> list[str]:
-    """file_mounts the local backend will skip, said at launch rather than only in the ledger."""
-    if not plan.candidates or plan.chosen.scored.offer.cloud != "local":
-        return []
-    from launcher.executors.local import mount_skip_reason
-
-    out = []
-    for dest, src in (loaded.spec.file_mounts or {}).items():
-        if not isinstance(src, str):
-            why = "only plain source paths are mounted locally"
-        else:
-            why = mount_skip_reason(dest, str(loaded.resolve(src)) if "://" not in src else src)
-        if why:
-            out.append(f"note: file_mounts {dest!r} will be skipped on the local backend: {why}")
-    return out

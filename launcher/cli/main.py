@@ -15,6 +15,7 @@ from typing import NoReturn
 
 import typer
 
+from launcher.cli import startup_gc
 from launcher.cli.app import GLOBALS, app
 from launcher.cli.argv import hoist_global_options
 
@@ -66,21 +67,22 @@ COMMAND_HOMES: dict[str, tuple[str, ...]] = {
 }
 
 
-def load_commands(argv: list[str]) -> None:
+def load_commands(argv: list[str]) -> str | None:
     """Import the modules of the command `argv` names (global options first, as
     hoist_global_options leaves them); every module when it names none or one we do not know
-    (`--help`, a typo that wants its did-you-mean)."""
+    (`--help`, a typo that wants its did-you-mean). Returns the command's name, if any."""
     from launcher.cli.argv import GLOBAL_OPTIONS
 
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
         i += 2 if argv[i] in GLOBAL_OPTIONS else 1
     if "--version" in argv[:i]:  # eager: prints and exits before any command
-        return
+        return None
     word = argv[i] if i < len(argv) else None
     modules = COMMAND_HOMES.get(word, COMMAND_MODULES) if word is not None else COMMAND_MODULES
     for name in modules:
         importlib.import_module(name)
+    return word
 
 
 def _debug_requested(argv: list[str]) -> bool:
@@ -89,12 +91,16 @@ def _debug_requested(argv: list[str]) -> bool:
     return "--debug" in argv or bool(os.environ.get("LAUNCHER_DEBUG"))
 
 
-def run(argv: list[str]) -> int:
+def run(argv: list[str], *, own_process: bool = False) -> int:
+    """Run one command. `own_process`: the process ends with it (the console entry points), so
+    a quick command may run without the cyclic GC (launcher.cli.startup_gc)."""
     from launcher import paths
 
     paths.make_state_private()
     argv = hoist_global_options(argv)
-    load_commands(argv)
+    command = load_commands(argv)
+    if own_process:
+        startup_gc.hold(command)
     try:
         rv = app(args=argv, prog_name="launcher", standalone_mode=False)
         # Without standalone mode typer returns a `typer.Exit`'s code instead of raising it;
@@ -136,7 +142,7 @@ def _exit(code: int) -> NoReturn:
 
 
 def main() -> None:
-    _exit(run(sys.argv[1:]))
+    _exit(run(sys.argv[1:], own_process=True))
 
 
 def launch_main() -> None:
@@ -144,7 +150,7 @@ def launch_main() -> None:
     argv = sys.argv[1:]
     globals_ = [a for a in argv if a == "--debug"]
     rest = [a for a in argv if a != "--debug"]
-    _exit(run([*globals_, "launch", *rest]))
+    _exit(run([*globals_, "launch", *rest], own_process=True))
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ def reproduce(
     cloud: list[str] = typer.Option([], "--cloud", metavar="CLOUD", help="Only these clouds (default: where the recorded run completed)."),
 ) -> None:
     """Relaunch a recorded run: same spec, code revision, lockfile, seeds and data."""
-    from launcher.cli.launch_cmd import _clouds, _run_foreground
+    from launcher.cli.launch_cmd import _run_foreground
     from launcher.cli.render import info
+    from launcher.controller.launch_plan import parse_clouds
     from launcher.controller.runner import LaunchOptions, prepare_run
     from launcher.ledger import Ledger
     from launcher.planning import Overrides, local_offer, make_plan
@@ -42,7 +43,7 @@ def reproduce(
             raise WeightsDifferError(f"run {orig.run_id} recorded no final_weights_sha256; there is nothing to check against")
         try:
             info(f"reproducing run {orig.run_id}: revision {orig.code_revision[:12]} checked out in {source.worktree}")
-            clouds = _clouds(cloud) or ((source.cloud,) if source.cloud else None)
+            clouds = parse_clouds(cloud) or ((source.cloud,) if source.cloud else None)
             plan = make_plan(source.loaded, overrides=Overrides(clouds=clouds), catalog_dir=GLOBALS.catalog_dir,
                              local_offer=local_offer(simulated=False, simulate_price=None))  # fmt: skip
             plan.budget.enforce()

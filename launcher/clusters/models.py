@@ -12,7 +12,7 @@ from pricing.clouds import DECLARED_CLUSTER_KINDS
 CLUSTER_KINDS = DECLARED_CLUSTER_KINDS  # one vocabulary: pricing.clouds
 _KIND_ALIASES = {"k8s": "kubernetes"}
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
-_Model = ConfigDict(extra="forbid", frozen=True)
+_Model = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see config_file.defaults
 
 
 def parse_infra(value: str) -> tuple[str, str]:

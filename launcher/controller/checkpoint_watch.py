@@ -10,6 +10,7 @@ cannot be read right now is looked at again later).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -42,6 +43,8 @@ class CheckpointWatch:
     def new(self) -> SeenCheckpoint | None:
         """The newest complete checkpoint, when it was not seen before (checkpoints saved and
         pruned between two looks are skipped: what matters is the latest restorable state)."""
+        if self._empty_local_dir():
+            return None
         c = self._call(lambda store: store.latest(verify="size"))
         if c is None or c.checkpoint_id in self._seen:
             return None
@@ -51,7 +54,20 @@ class CheckpointWatch:
         return SeenCheckpoint(c.checkpoint_id, c.step, size, saved, c.metadata.get("reason"))
 
     def _checkpoints(self) -> list:
+        if self._empty_local_dir():
+            return []
         return self._call(lambda store: store.checkpoints()) or []
+
+    def _empty_local_dir(self) -> bool:
+        """A local store whose folder holds nothing has no checkpoints: said without loading the
+        checkpoint package (most runs save none before their first look)."""
+        if "://" in self.location:
+            return False
+        try:
+            with os.scandir(self.location) as entries:
+                return next(entries, None) is None
+        except OSError:  # missing or unreadable: the store says what it says
+            return False
 
     def _call(self, fn):
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,4 +115,4 @@ class LogFollower:
     def _loop(self) -> None:
         while not self._stop.is_set():
             if self.poll_once() == 0:
-                time.sleep(self.interval_s)
+                self._stop.wait(self.interval_s)  # stop() ends the wait at once

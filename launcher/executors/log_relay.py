@@ -20,7 +20,6 @@ blocked by its log.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import json
@@ -82,6 +81,8 @@ def relay(in_fd: int, out_fd: int, redactor: StreamRedactor) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    import argparse  # here: the executor imports this module for every job
+
     parser = argparse.ArgumentParser(prog="log_relay")
     parser.add_argument("--secrets-fd", type=int, required=True)
     args = parser.parse_args(argv)

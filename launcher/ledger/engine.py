@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from launcher.errors import BadInputError, ConflictError
+from launcher.errors import BadInputError, ConflictError, ProviderError
 
 # The newest revision in migrations/versions (test_migrations checks it matches the scripts).
 SCHEMA_HEAD = "0006_billing_account"
@@ -125,13 +125,33 @@ def upgrade_schema(conn: Connection) -> None:
 
 
 def ensure_schema(engine: Engine, url: str) -> None:
-    """Upgrade to head when needed; a no-op read when the schema is current."""
-    if _stored_revision(engine) == SCHEMA_HEAD:
+    """Upgrade to head when needed; a no-op read when the schema is current. A revision this
+    launcher does not know (a newer launcher wrote the ledger) is refused before anything is
+    written."""
+    stored = _stored_revision(engine)
+    if stored == SCHEMA_HEAD:
         return
+    if stored is not None:
+        _refuse_unknown_revision(stored, url)
     if engine.dialect.name == "sqlite":
         _sqlite_upgrade_locked(engine, url)
     else:
         _pg_upgrade_locked(engine)
+
+
+def _refuse_unknown_revision(stored: str, url: str) -> None:
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    try:
+        ScriptDirectory.from_config(alembic_config()).get_revision(stored)
+    except CommandError:
+        where = make_url(url).render_as_string(hide_password=True)
+        raise ProviderError(
+            f"the ledger at {where} has schema revision {stored!r}, which this launcher (schema {SCHEMA_HEAD}) "
+            "does not know: a newer gpu-launcher wrote it",
+            hint="upgrade gpu-launcher, or point LAUNCHER_DB_URL (or LAUNCHER_HOME) at another ledger",
+        ) from None
 
 
 def _sqlite_upgrade_locked(engine: Engine, url: str) -> None:

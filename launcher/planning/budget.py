@@ -136,7 +136,7 @@ WARN_FRACTION = 0.8
 
 
 class Budget(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see config_file.defaults
 
     project: str = Field(min_length=1)
     owner: str | None = None
@@ -159,7 +159,7 @@ class Budget(BaseModel):
 
 
 class BudgetsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see config_file.defaults
 
     budgets: list[Budget] = Field(default_factory=list)
 

@@ -17,14 +17,7 @@ from typing import Protocol, runtime_checkable
 from pricing.models import Offer
 
 from infra.tags import MANAGED_BY_TAG, MANAGED_BY_VALUE, REQUIRED_TAGS  # noqa: F401 - the one tag vocabulary
-
-
-@dataclass(frozen=True)
-class CredentialStatus:
-    provider: str
-    enabled: bool
-    source: str  # where the credentials were found, or why none were
-    account: str | None = None
+from launcher.providers.credentials import CredentialStatus  # noqa: F401 - part of the interface
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,11 @@ reject the credentials; `launch` finds that out when it calls the provider.
 
 from __future__ import annotations
 
-import configparser
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from launcher.providers.base import CredentialStatus
+from launcher.providers.credentials import CredentialStatus
 from pricing.clouds import PROVIDER_CLOUDS
 
 DETECTABLE_CLOUDS = PROVIDER_CLOUDS
@@ -84,6 +83,8 @@ def _aws(env: Mapping[str, str], home: Path) -> CredentialStatus:
 def _ini_section(path: Path, name: str) -> dict[str, str] | None:
     if not path.is_file():
         return None
+    import configparser  # only where the file exists: `offers` on a machine without AWS files skips it
+
     parser = configparser.RawConfigParser()
     try:
         parser.read(path)

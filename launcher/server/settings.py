@@ -17,7 +17,7 @@ CONFIG_FILE = "config.yaml"
 
 class UserConfig(BaseModel):
     # Other keys belong to other parts of the launcher: ignored here, validated by their owners.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # see config_file.defaults
 
     server: str | None = None
     token: str | None = None

@@ -37,3 +37,38 @@ def test_local_launch_imports_neither_pandas_nor_alembic_once_the_ledger_exists(
     assert again.stdout == "hi\n"
     assert probe == "RC 0 HEAVY [] COMMANDS ['launcher.cli.launch_cmd']"
     assert "succeeded (completed), 1 attempt(s), cost $0.0000" in again.stderr
+
+
+LIGHT_PROBE = (
+    "import gc, json, sys\n"
+    "from launcher.cli.main import run\n"
+    "rc = run(sys.argv[1:], own_process=True)\n"
+    "mods = ('launcher.checkpoint', 'argparse', 'alembic', 'sqlalchemy.dialects.postgresql', 'sqlalchemy.orm')\n"
+    "from launcher.planning.budget import BudgetsConfig\n"
+    "from launcher.clusters.models import ClustersFile\n"
+    "from launcher.server.settings import UserConfig\n"
+    "print(json.dumps({'rc': rc, 'imported': sorted(m for m in mods if m in sys.modules),\n"
+    "    'built': sorted(m.__name__ for m in (BudgetsConfig, ClustersFile, UserConfig) if m.__pydantic_complete__),\n"
+    "    'gc': gc.isenabled()}), file=sys.stderr)\n"
+)
+
+
+def test_a_plain_local_launch_loads_no_checkpoint_store_and_builds_no_optional_config_schema(tmp_path, launcher_home):
+    """No budgets.yaml, clusters.yaml or config.yaml and a job that saves no checkpoint: their
+    schemas and the checkpoint package stay unloaded. The collector, held off while the launch
+    starts in its own process, is on again: the foreground controller released it."""
+    import json
+
+    spec = tmp_path / "t.yaml"
+    spec.write_text(SPEC)
+    first, _ = _launch(spec)
+    assert first.returncode == 0, first.stderr[-2000:]
+    p = subprocess.run([sys.executable, "-c", LIGHT_PROBE, "launch", str(spec), "--yes"], capture_output=True, text=True,
+                       cwd=REPO, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout == "hi\n"
+    facts = json.loads(p.stderr.strip().splitlines()[-1])
+    assert facts == {"rc": 0, "imported": [], "built": [], "gc": True}
+    assert (launcher_home / "runs").is_dir()
+    runs = list((launcher_home / "runs").iterdir())
+    assert len(runs) == 2 and all((r / "checkpoints").is_dir() for r in runs)

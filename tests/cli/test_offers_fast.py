@@ -121,3 +121,17 @@ def test_version():
 
     p = run_cli("--version")
     assert p.returncode == 0 and p.stdout == f"launcher {version('gpu-launcher')}\n"
+
+
+def test_offers_process_skips_the_provider_interface(tmp_path):
+    """Credential detection is all `offers` needs from the providers: not their interface."""
+    env = {**os.environ, "LAUNCHER_HOME": str(tmp_path / "home")}
+    probe = IMPORTS.replace("('pandas', 'pyarrow', 'sky', 'pulumi', 'boto3', 'torch')", "('launcher.providers.base', 'infra.tags')")
+    assert probe != IMPORTS
+    first = run_cli("offers", "--gpus", "H100:8", env=env)
+    assert first.returncode == 0, first.stderr
+    p = subprocess.run([sys.executable, "-c", probe, "offers", "--gpus", "H100:8"], capture_output=True, text=True,
+                       env=env, cwd=REPO, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "IMPORTED [] RC 0" in p.stderr
+    assert p.stdout == first.stdout and "H100:8" in p.stdout

@@ -266,3 +266,17 @@ def test_spot_trace_replay_and_local_provider_capacity(tmp_path):
         f.write_text(bad)
         with pytest.raises(ValueError, match="spot trace"):
             SpotTrace.load(f)
+
+
+def test_waiting_wakes_when_a_rank_exits_not_at_the_end_of_the_tick(tmp_path):
+    """The wait between polls ends as soon as a running rank exits (pidfd), so a long tick does
+    not hold back a finished job; with nothing left running it is a plain sleep."""
+    execution = _start(_request(tmp_path, run="sleep 0.3", num_nodes=2))
+    t0 = time.monotonic()
+    execution._sleep_until_an_exit(60.0)  # both ranks end after ~0.3 s; the tick would be 60 s
+    assert time.monotonic() - t0 < 30.0
+    result = execution.wait(30)
+    assert result is not None and result.outcome is Outcome.SUCCEEDED
+    t0 = time.monotonic()
+    execution._sleep_until_an_exit(0.05)  # nothing running: sleeps its tick
+    assert time.monotonic() - t0 >= 0.05
