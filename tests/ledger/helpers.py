@@ -40,3 +40,23 @@ def gpu_attempt(**kw: object) -> NewAttempt:
     }
     fields.update(kw)
     return NewAttempt(**fields)  # type: ignore[arg-type]
+
+
+def ledger_at(url: str, revision: str) -> dict[str, set[str]]:
+    """A ledger created at head, then downgraded by Alembic to `revision`: table -> column names."""
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from launcher.ledger import Ledger
+    from launcher.ledger.engine import alembic_config, make_engine
+
+    Ledger(url).close()
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), revision)
+        with engine.connect() as conn:
+            insp = inspect(conn)
+            return {t: {c["name"] for c in insp.get_columns(t)} for t in insp.get_table_names()}
+    finally:
+        engine.dispose()

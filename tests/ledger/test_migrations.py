@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, inspect
 from launcher.ledger import Ledger
 from launcher.ledger.engine import SCHEMA_HEAD, alembic_config, make_engine
 from launcher.ledger.models import metadata
+from tests.ledger.helpers import ledger_at
 
 
 def _diff(url: str) -> list:
@@ -44,13 +45,7 @@ def test_migrated_schema_has_no_drift_from_models(fresh_ledger_url: str) -> None
 
 
 def test_downgrade_to_base_then_reopen_upgrades(ledger_url: str) -> None:
-    Ledger(ledger_url).close()
-    engine = make_engine(ledger_url)
-    with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), "base")
-    with engine.connect() as conn:
-        assert not set(metadata.tables) & set(inspect(conn).get_table_names())
-    engine.dispose()
+    assert not set(metadata.tables) & set(ledger_at(ledger_url, "base"))
     with Ledger(ledger_url) as led:  # opening an old (empty) database migrates it to head
         assert led.list_runs() == []
     assert _diff(ledger_url) == []

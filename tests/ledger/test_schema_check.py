@@ -7,13 +7,13 @@ import subprocess
 import sys
 
 import pytest
-from alembic import command
 from sqlalchemy import inspect, text
 
 from launcher.errors import ExitCode, ProviderError
 from launcher.ledger import Ledger
-from launcher.ledger.engine import SCHEMA_HEAD, alembic_config, make_engine
+from launcher.ledger.engine import SCHEMA_HEAD, make_engine
 from tests.conftest import REPO
+from tests.ledger.helpers import ledger_at
 
 OPEN = (
     "import sys\n"
@@ -46,13 +46,7 @@ def test_a_ledger_at_head_opens_without_alembic(ledger_url: str) -> None:
 
 
 def test_an_older_ledger_is_upgraded_to_head(ledger_url: str) -> None:
-    Ledger(ledger_url).close()
-    engine = make_engine(ledger_url)
-    with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), "0005_leases")
-    with engine.connect() as conn:
-        assert "billing_account_id" not in {c["name"] for c in inspect(conn).get_columns("attempts")}
-    engine.dispose()
+    assert "billing_account_id" not in ledger_at(ledger_url, "0005_leases")["attempts"]
     assert _revision(ledger_url) == "0005_leases"
     assert _open_in_child(ledger_url) is True  # the upgrade is Alembic's job
     assert _revision(ledger_url) == SCHEMA_HEAD
