@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 BENCH_DIR = REPO / ".bench"
 TARGET_S = 3.0
 TARGET_PG_S = 5.0
-LAYOUT_VERSION = 5
+LAYOUT_VERSION = 6
 START = datetime(2026, 8, 1, tzinfo=UTC).timestamp()  # all in the past: nothing "started since"
 
 
@@ -133,14 +133,16 @@ def build(path: Path, n_attempts: int, seed: int = 7) -> None:
         )
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
-    # the per-attempt cost facts the ledger writes as each attempt ends
+    # what the ledger writes as attempts and runs end: per-attempt cost facts, the runs' cost rollup
     from sqlalchemy import create_engine
 
     from launcher.ledger.facts import write_facts
+    from launcher.ledger.rollup import backfill
 
     engine = create_engine(f"sqlite:///{tmp}")
     with engine.begin() as conn:
         write_facts(conn)
+        backfill(conn)
     engine.dispose()
     os.replace(tmp, path)
     Path(str(tmp) + ".migrate.lock").unlink(missing_ok=True)  # the ledger's migration lock file
@@ -279,7 +281,7 @@ def copy_to_postgres(path: Path, base_url: str, n_attempts: int) -> str:
     url_s = url.render_as_string(hide_password=False)
     admin = create_engine(normalize_url(base_url), isolation_level="AUTOCOMMIT")
     src = sqlite3.connect(path)
-    tables = ("runs", "attempts", "attempt_facts", "events")
+    tables = ("runs", "attempts", "attempt_facts", "events", "cost_rollup", "cost_rollup_runs")
     want = {t: src.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
     with admin.connect() as c:
         exists = c.execute(text("SELECT 1 FROM pg_namespace WHERE nspname = :s"), {"s": schema}).first()

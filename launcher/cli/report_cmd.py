@@ -54,7 +54,7 @@ def report(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write to FILE (atomically) instead of stdout."),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
     as_of: str | None = typer.Option(None, "--as-of", help="Count open attempts up to this time (default: now)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Read the whole ledger instead of the incremental report cache."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Read every attempt of the ledger instead of its cost rollup and the incremental report cache."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -62,8 +62,9 @@ def report(
 
     from launcher.cli.render import info, print_table
     from launcher.ledger import Ledger
-    from launcher.report import ReportQuery, build_report
+    from launcher.report import ReportQuery
     from launcher.report.build import HTML_KEYS, parse_by
+    from launcher.report.rollup_report import build_grouped_report
     from launcher.report.formats import display_frame, render, write
     from launcher.report.periods import parse_window
 
@@ -79,7 +80,9 @@ def report(
 
             result = build_focus(led, ReportQuery(by=keys, window=window), now=now)
         else:
-            result = build_report(led, ReportQuery(by=keys, window=window), now=now, extra_keys=extra, use_cache=not no_cache)
+            result = build_grouped_report(
+                led, ReportQuery(by=keys, window=window), now=now, extra_keys=extra, use_cache=not no_cache, use_rollup=not no_cache
+            )
     if output is not None:
         size = write(result, kind, output)
         info(f"wrote {len(result.frame)} rows ({size:,} bytes, {kind}) to {output}")

@@ -251,7 +251,13 @@ def compute_segments(
     loss_h = overlap(iv["loss_start"].to_numpy()[rows], np.minimum(job_end, e), b0, b1) / 3600.0
     idle_h = overlap(np.minimum(job_end, e), e, b0, b1) / 3600.0
     nodes = attempts["num_nodes"].to_numpy(dtype="float64")[rows]
-    preempted = iv["preempted"].to_numpy()[rows] & (job_end >= b0) & (job_end < b1)
+    # a preemption lands in the bucket holding the job's last billed moment: its end, or the bill
+    # end approached from the left when the job ran to it (an end on a midnight belongs to the day
+    # before, whatever the bucket size, so day rollups sum to the same months)
+    t_end = np.minimum(np.maximum(job_end, s), e)
+    from_left = (t_end == e) & (e > s)
+    in_bucket = np.where(from_left, (b0 < t_end) & (t_end <= b1), (b0 <= t_end) & (t_end < b1))
+    preempted = iv["preempted"].to_numpy()[rows] & in_bucket
     first_bucket = bucket == bucket_first(rows, bucket)  # count each attempt once
     cost = hours * rate
     if prices is not None and len(prices):

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from launcher.errors import BadInputError, ConflictError, ProviderError
 
 # The newest revision in migrations/versions (test_migrations checks it matches the scripts).
-SCHEMA_HEAD = "0006_billing_account"
+SCHEMA_HEAD = "0007_cost_rollup"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_S = 60.0
 _PG_LOCK_KEY = 0x6C6564676572  # "ledger"
@@ -121,7 +121,12 @@ def upgrade_schema(conn: Connection) -> None:
 
     if not conn.in_transaction():
         raise RuntimeError("upgrade_schema needs an open transaction")
+    before = current_revision(conn)
     command.upgrade(alembic_config(conn), "head")
+    if before is not None:  # an existing ledger: roll up the runs that ended before the rollup existed
+        from launcher.ledger.rollup import backfill
+
+        backfill(conn)
 
 
 def ensure_schema(engine: Engine, url: str) -> None:

@@ -120,6 +120,49 @@ attempt_facts = Table(
     Column("n_price", Integer),
 )
 
+# Per ended run: its cost by UTC month, cloud and region (see launcher/ledger/rollup.py), so a
+# grouped report over a large ledger aggregates these rows in the database instead of reading
+# every attempt. Times are epoch seconds (floats): the rows are summed and compared, never shown.
+cost_rollup = Table(
+    "cost_rollup",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("month_start_s", Float, nullable=False),
+    Column("cloud", String(32)),
+    Column("region", String(64)),
+    Column("project", String(255)),
+    Column("experiment", String(255)),
+    Column("owner", String(255)),
+    Column("cost_center", String(255)),
+    Column("run_first_s", Float, nullable=False),
+    Column("run_last_s", Float, nullable=False),
+    Column("compute_usd", Float, nullable=False),
+    Column("list_compute_usd", Float, nullable=False),
+    Column("node_hours", Float, nullable=False),
+    Column("gpu_hours", Float, nullable=False),
+    Column("restart_overhead_usd", Float, nullable=False),
+    Column("preemption_loss_usd", Float, nullable=False),
+    Column("idle_usd", Float, nullable=False),
+    Column("storage_gb_hours", Float, nullable=False),
+    Column("preemptions", Integer, nullable=False),
+    Column("attempts_started", Integer, nullable=False),
+    Column("attempt_segments", Integer, nullable=False),
+    Column("seg_start_s", Float, nullable=False),
+    Column("seg_end_s", Float, nullable=False),
+    Column("compute_end_s", Float),
+    Index(None, "run_id"),
+)
+
+# One row per run whose cost_rollup rows are written (also when it has none): a run without a
+# row here is read attempt by attempt. first_s/last_s: the extent of its rows (NULL: no rows).
+cost_rollup_runs = Table(
+    "cost_rollup_runs",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("first_s", Float),
+    Column("last_s", Float),
+)
+
 # No foreign key to runs: the reaper records clusters it finds whose run this ledger never saw.
 clusters = Table(
     "clusters",

@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sqlalchemy import and_, case, func, literal, or_, select, true
+from sqlalchemy.sql.selectable import SelectBase
 
 from launcher.ledger import arrow_fetch
 from launcher.ledger import models as m
+from launcher.ledger.records import PREEMPTED_REASONS
 from launcher.ledger.types import epoch
 
-PREEMPTED_REASONS = ("preempted", "node_lost")
 NULL = -1.0
 EVENT_KINDS = ("teardown", "checkpoint", "recovery", "price")  # the kinds cost facts come from
 DETAIL_COLUMNS = (
@@ -331,7 +332,7 @@ def read_checkpoints(
     retention_s: float,
     *,
     where: Any = None,
-    runs: Sequence[str] | None = None,
+    runs: Sequence[str] | SelectBase | None = None,
     run_ended: bool | None = None,
     bulk: bool = False,
     attempts: pd.DataFrame | None = None,
@@ -353,7 +354,8 @@ def read_checkpoints(
     if runs is None:
         conds = [e.kind == "checkpoint"]
     else:  # a few runs: through the (run_id, id) index, not every checkpoint (`kind || ''`)
-        conds = [e.run_id.in_(list(runs) or ["-"]), e.kind.concat("") == "checkpoint"]
+        chosen = runs if isinstance(runs, SelectBase) else (list(runs) or ["-"])
+        conds = [e.run_id.in_(chosen), e.kind.concat("") == "checkpoint"]
     if window.until is not None:
         conds.append(e.at < window.until)
     if window.since is not None:

@@ -31,6 +31,10 @@ TERMINAL_RUN_STATES: frozenset[str] = frozenset(
 )
 
 
+# attempt end reasons that count as a preemption in costs and reports
+PREEMPTED_REASONS: tuple[str, ...] = ("preempted", "node_lost")
+
+
 class AttemptState(StrEnum):
     PROVISIONING = "provisioning"
     SETUP = "setup"

@@ -96,7 +96,8 @@ def build_report(
 ) -> ReportResult:
     """Read the ledger and group. `extra_keys` (key source columns, e.g. HTML_KEYS) are loaded
     too, for views derived from the same data (result.data). `use_cache` reads through the
-    incremental report cache under $LAUNCHER_HOME (see cache.py)."""
+    incremental report cache under $LAUNCHER_HOME (see cache.py). The CLI goes through
+    rollup_report.build_grouped_report, which sums the ledger's cost rollup where it applies."""
     from launcher.report.load import load_ledger_data
 
     a = query.assumptions
@@ -127,14 +128,21 @@ def _edges(kind: str | None, since: float, until: float) -> np.ndarray:
 
 
 def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
-    by = query.by
-    time_key = next((k for k in by if k in TIME_KEYS), None)
-    key_specs = [GROUP_KEYS[k] for k in by if k in GROUP_KEYS]
     attempts = data.attempts.reset_index(drop=True)
     iv = attempt_intervals(attempts, data.facts, data.as_of)
     since, until = _effective_window(query.window, iv, data.as_of)
-    edges = _edges(time_key, since, until)
+    edges = _edges(next((k for k in query.by if k in TIME_KEYS), None), since, until)
+    out = grouped_segments(data, query, iv, edges, until)
+    return finish_report(out, data, query, edges, since, until)
 
+
+def grouped_segments(data: LedgerData, query: ReportQuery, iv: pd.DataFrame, edges: np.ndarray, until: float) -> pd.DataFrame:
+    """The data's attempts and checkpoint storage grouped by the query's keys (and bucket of
+    `edges`): one row per group with the key source columns, `_bucket`, the _SUMS measures,
+    seg_start/seg_end and x_Runs."""
+    time_key = next((k for k in query.by if k in TIME_KEYS), None)
+    key_specs = [GROUP_KEYS[k] for k in query.by if k in GROUP_KEYS]
+    attempts = data.attempts.reset_index(drop=True)
     gpu = attempts["accelerator_count"].to_numpy(dtype="float64")
     rows, bucket, m = compute_segments(iv, attempts, edges, gpu, data.facts.prices)
     m["x_CheckpointStorageCost"] = np.zeros(len(rows))
@@ -152,13 +160,24 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
         codes = {src: np.concatenate([c, _encode(ck_keys[src], uniques[src])]) for src, c in codes.items()}
         bucket = np.concatenate([bucket, ck_bucket])
         m = {k: np.concatenate([v, ck_m.get(k, np.zeros(len(ck_bucket)))]) for k, v in m.items()}
-    out = _aggregate(codes, uniques, bucket if time_key else None, runs, m)
+    return _aggregate(codes, uniques, bucket if time_key else None, runs, m)
+
+
+def finish_report(
+    out: pd.DataFrame, data: LedgerData | None, query: ReportQuery, edges: np.ndarray, since: float, until: float,
+    as_of: float | None = None,
+) -> ReportResult:
+    """Grouped rows -> the report: FOCUS columns, sorted, with the effective window."""
+    time_key = next((k for k in query.by if k in TIME_KEYS), None)
+    key_specs = [GROUP_KEYS[k] for k in query.by if k in GROUP_KEYS]
     frame = _format(out, key_specs, time_key if not query.tight_periods else None, edges, sort_time=time_key is not None)
-    if "attempt" in by:
-        frame = _add_attempt_dimensions(frame, attempts)
+    if "attempt" in query.by:
+        assert data is not None
+        frame = _add_attempt_dimensions(frame, data.attempts.reset_index(drop=True))
     window = Window(datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC))
-    as_of = datetime.fromtimestamp(data.as_of, UTC)
-    return ReportResult(frame=frame, query=query, window=window, as_of=as_of, data=data)
+    clock = data.as_of if data is not None else as_of
+    assert clock is not None
+    return ReportResult(frame=frame, query=query, window=window, as_of=datetime.fromtimestamp(clock, UTC), data=data)
 
 
 def _effective_window(window: Window, iv: pd.DataFrame, as_of: float) -> tuple[float, float]:
@@ -303,8 +322,9 @@ def _format(
     keys = [c for _, c in key_specs]
     if time_key or sort_time:
         res = res.sort_values([*keys, F.CHARGE_PERIOD_START], kind="stable")
-    else:
-        res = res.sort_values([F.BILLED_COST, *keys], ascending=[False] + [True] * len(keys), kind="stable")
+    else:  # costs equal to the nanodollar tie (sums taken in another order differ in the last bits)
+        res = res.assign(_cost=res[F.BILLED_COST].round(9))
+        res = res.sort_values(["_cost", *keys], ascending=[False] + [True] * len(keys), kind="stable").drop(columns="_cost")
     return res.reset_index(drop=True)
 
 
