@@ -150,6 +150,7 @@ cost_rollup = Table(
     Column("seg_start_s", Float, nullable=False),
     Column("seg_end_s", Float, nullable=False),
     Column("compute_end_s", Float),
+    Column("run_count_bits", Integer, nullable=False),
     Index(None, "run_id"),
 )
 

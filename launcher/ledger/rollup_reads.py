@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import and_, case, func, literal, not_, select, union
+from sqlalchemy import and_, case, exists, func, literal, not_, select, union
 
 from launcher.ledger import models as m
 from launcher.ledger.readers import _Select
@@ -64,7 +64,8 @@ def read_rollup_groups(
     q.num("seg_start", func.min(c.seg_start_s))
     q.num("seg_end", func.max(c.seg_end_s))
     q.num("compute_end", func.max(c.compute_end_s))
-    q.num("x_Runs", func.count(func.distinct(case((c.attempt_segments > 0, c.run_id)))))
+    bit = (1 if "cloud" in keys else 0) | (2 if "region" in keys else 0) | (4 if by_month else 0)
+    q.num("x_Runs", func.sum(case((c.run_count_bits.op("&")(1 << bit) != 0, 1), else_=0)))
     # the run's extent is on every row (no join): the filter is one pass over the rollup
     stmt = q.statement().where(c.run_first_s >= since, c.run_last_s < horizon).group_by(*group)
     return q.frame(conn, stmt)
@@ -80,7 +81,9 @@ def detail_runs(since: float, until: float | None, horizon: float) -> Any:
         crossing.append(c.first_s < until)
     return union(
         select(c.run_id).where(*crossing),
-        select(r.run_id).where(r.run_id.not_in(select(c.run_id))),
+        # NOT EXISTS, not NOT IN: PostgreSQL turns a NOT IN over more ids than work_mem holds
+        # into a scan of the subquery per row
+        select(r.run_id).where(~exists().where(c.run_id == r.run_id)),
     )
 
 

@@ -127,10 +127,11 @@ class LedgerCollector:
         )
 
     def _spend(self, now: datetime) -> Metric:
-        from launcher.report.build import ReportQuery, build_report
+        from launcher.report.build import ReportQuery
+        from launcher.report.rollup_report import build_grouped_report
 
         c = _counter("launcher_spend_dollars_total", "Billed cost, as `launcher report` counts it.", ["project", "experiment", "cloud"])
-        result = build_report(self.led, ReportQuery(by=("project", "experiment", "cloud")), now=now)
+        result = build_grouped_report(self.led, ReportQuery(by=("project", "experiment", "cloud")), now=now)
         frame = result.frame
         if len(frame):
             for _, row in frame.iterrows():

@@ -35,6 +35,8 @@ from launcher.report.build import (
 )
 from launcher.report.data import LedgerData
 
+MAX_IDS = 5_000  # more runs to read attempt by attempt: select them by the query instead of a list
+
 
 def build_grouped_report(
     ledger: Any,
@@ -81,7 +83,10 @@ def report_from_rollup(ledger: Any, query: ReportQuery, *, now: datetime | None 
         inside = read_rollup_groups(
             conn, keys, time_key == "month", since, horizon, a.storage_usd_per_gb_month, a.default_storage_usd_per_gb_month
         )
-        runs = detail_runs(since, w.until.timestamp() if w.until is not None else None, horizon)
+        runs: Any = detail_runs(since, w.until.timestamp() if w.until is not None else None, horizon)
+        ids = conn.execute(runs).scalars().all()  # usually few: read them by id, not by the query again
+        if len(ids) <= MAX_IDS:
+            runs = sorted(ids) or ["-"]
         window = SimpleNamespace(since=datetime.fromtimestamp(since, UTC), until=w.until)
         attempts = read_attempts(conn, window, keys, False, where=_run_in(runs))
         checkpoints = read_checkpoints(conn, window, keys, a.checkpoint_keep_last, a.checkpoint_retention_after_run_s, runs=runs)

@@ -46,6 +46,7 @@ def upgrade() -> None:
         sa.Column("seg_start_s", sa.Float(), nullable=False),
         sa.Column("seg_end_s", sa.Float(), nullable=False),
         sa.Column("compute_end_s", sa.Float(), nullable=True),
+        sa.Column("run_count_bits", sa.Integer(), nullable=False),
         sa.ForeignKeyConstraint(["run_id"], ["runs.run_id"], name="fk_cost_rollup_run_id_runs", ondelete="CASCADE"),
     )
     op.create_index("ix_cost_rollup_run_id", "cost_rollup", ["run_id"])
