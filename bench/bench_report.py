@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 BENCH_DIR = REPO / ".bench"
 TARGET_S = 3.0
 TARGET_PG_S = 5.0
-LAYOUT_VERSION = 6
+LAYOUT_VERSION = 7
 START = datetime(2026, 8, 1, tzinfo=UTC).timestamp()  # all in the past: nothing "started since"
 
 
@@ -350,7 +350,7 @@ def report(url: str, repeat: int, label: str, target_s: float = TARGET_S, by_day
     month = timed_cli(url, repeat, use_cache=True, by="project,month")
     rows = [("every attempt (--no-cache)", runs, cli), ("cold (fresh process, nothing cached)", rolled[:1], cli_cold),
             ("warm (same again)", rolled[1:] or rolled, cli_warm)]  # fmt: skip
-    print(f"\n{'--by experiment over 1 ledger':<38}{'in process s':>14}{'CLI s':>10}{'every attempt / this':>22}")
+    print(f"\n{'--by experiment, the same ledger':<38}{'in process s':>14}{'CLI s':>10}{'every attempt / this':>22}")
     for name, inproc, clis in rows:
         best = min(r["total_s"] for r in inproc)
         print(f"{name:<38}{best:>14.3f}{min(clis):>10.3f}{min(cli) / min(clis):>22.1f}")

@@ -39,9 +39,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
-HOURS_PER_MONTH = 730.0
-# Standard-class object storage list prices, USD per GB-month (S3 us-east-1, GCS multi-region).
-DEFAULT_STORAGE_USD_PER_GB_MONTH: Mapping[str, float] = {"aws": 0.023, "gcp": 0.026, "local": 0.0}
+from launcher.ledger.storage_price import DEFAULT_STORAGE_USD_PER_GB_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
 
 
 @dataclass(frozen=True)
@@ -49,9 +47,16 @@ class CostAssumptions:
     storage_usd_per_gb_month: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_STORAGE_USD_PER_GB_MONTH)
     )
-    default_storage_usd_per_gb_month: float = 0.023
+    default_storage_usd_per_gb_month: float = OTHER_STORAGE_USD_PER_GB_MONTH
     checkpoint_keep_last: int = 3
     checkpoint_retention_after_run_s: float = 7 * 86400.0
+
+    def default_storage_prices(self) -> bool:
+        """Whether storage is priced at the list prices (those the cost rollup holds in USD)."""
+        return (
+            dict(self.storage_usd_per_gb_month) == dict(DEFAULT_STORAGE_USD_PER_GB_MONTH)
+            and self.default_storage_usd_per_gb_month == OTHER_STORAGE_USD_PER_GB_MONTH
+        )
 
     def storage_price(self, clouds: pd.Series) -> np.ndarray:
         return (

@@ -120,7 +120,7 @@ attempt_facts = Table(
     Column("n_price", Integer),
 )
 
-# Per ended run: its cost by UTC month, cloud and region (see launcher/ledger/rollup.py), so a
+# Per ended run: its cost by UTC month, cloud and region, and in one row (see launcher/ledger/rollup.py), so a
 # grouped report over a large ledger aggregates these rows in the database instead of reading
 # every attempt. Times are epoch seconds (floats): the rows are summed and compared, never shown.
 cost_rollup = Table(
@@ -151,6 +151,8 @@ cost_rollup = Table(
     Column("seg_end_s", Float, nullable=False),
     Column("compute_end_s", Float),
     Column("run_count_bits", Integer, nullable=False),
+    Column("storage_usd", Float, nullable=False),
+    Column("grain", Integer, nullable=False),
     Index(None, "run_id"),
 )
 

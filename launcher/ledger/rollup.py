@@ -18,8 +18,12 @@ the runs whose rows are written: a report reads every other run attempt by attem
 report can split a run (bit 1: by cloud, 2: by region, 4: by month; bit 0 set on one row
 when it is not split): a report sums the bit instead of counting distinct runs.
 
-Storage is stored as GB-hours (the price per cloud is applied when a report sums them), so only
-keep_last and the retention are fixed here: a report with other values reads the attempts.
+Each run also has one GRAIN_RUN row, its other rows summed, for reports grouped by run-level
+keys only (experiment, project, owner, cost center, run, without months): half the rows to sum.
+
+Storage is kept as GB-hours (a report with its own prices applies them per cloud) and as USD at
+the list prices (storage_price.py; the GRAIN_RUN row has no cloud). keep_last and the retention
+are fixed here: a report with other values reads the attempts.
 """
 
 from __future__ import annotations
@@ -34,10 +38,14 @@ from sqlalchemy import delete, exists, insert, select
 
 from launcher.ledger import models as m
 from launcher.ledger.records import PREEMPTED_REASONS
+from launcher.ledger.storage_price import default_storage_usd
 
 ROLLUP_KEEP_LAST = 3  # = CostAssumptions' defaults (a test checks they agree)
 ROLLUP_RETENTION_S = 7 * 86400.0
 RUN_KEY_COLUMNS = ("project", "experiment", "owner", "cost_center")
+GRAIN_SPLIT = 0  # a row per UTC month, cloud and region
+GRAIN_RUN = 1  # one row per run: what a report by run-level keys alone sums (half the rows)
+COUNTS = ("preemptions", "attempts_started", "attempt_segments")
 SUMS = (
     "compute_usd", "list_compute_usd", "node_hours", "gpu_hours", "restart_overhead_usd",
     "preemption_loss_usd", "idle_usd", "storage_gb_hours", "preemptions", "attempts_started",
@@ -232,14 +240,28 @@ def run_rollup_rows(
             "run_id": run_id, "month_start_s": month,
             "cloud": cloud, "region": region, "run_first_s": first, "run_last_s": last,
             "seg_start_s": cell.seg_start_s, "seg_end_s": cell.seg_end_s, "compute_end_s": cell.compute_end_s,
-            "run_count_bits": bits,
+            "run_count_bits": bits, "grain": GRAIN_SPLIT,
         }  # fmt: skip
         row.update({k: run_keys.get(k) for k in RUN_KEY_COLUMNS})
         for name in SUMS:
             v = cell.sums[name]
-            row[name] = int(round(v)) if name in ("preemptions", "attempts_started", "attempt_segments") else v
+            row[name] = int(round(v)) if name in COUNTS else v
+        row["storage_usd"] = default_storage_usd(cloud, cell.sums["storage_gb_hours"])
         rows.append(row)
-    return rows, first, last
+    return [*rows, _whole_run(rows)], first, last
+
+
+def _whole_run(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's GRAIN_RUN row: its GRAIN_SPLIT rows summed (no month, cloud or region)."""
+    row = {**rows[0], "grain": GRAIN_RUN, "cloud": None, "region": None, "month_start_s": min(r["month_start_s"] for r in rows)}
+    for name in (*SUMS, "storage_usd"):
+        row[name] = sum(r[name] for r in rows)
+    row["seg_start_s"] = min(r["seg_start_s"] for r in rows)
+    row["seg_end_s"] = max(r["seg_end_s"] for r in rows)
+    ends = [r["compute_end_s"] for r in rows if r["compute_end_s"] is not None]
+    row["compute_end_s"] = max(ends) if ends else None
+    row["run_count_bits"] = 1 if row["attempt_segments"] > 0 else 0
+    return row
 
 
 # ---- reading a run and writing its rows ---------------------------------------------------------

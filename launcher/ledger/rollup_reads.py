@@ -12,8 +12,9 @@ from sqlalchemy import and_, case, exists, func, literal, not_, select, union
 
 from launcher.ledger import models as m
 from launcher.ledger.readers import _Select
+from launcher.ledger.rollup import GRAIN_RUN, GRAIN_SPLIT
+from launcher.ledger.storage_price import DEFAULT_STORAGE_USD_PER_GB_MONTH, HOURS_PER_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
 
-HOURS_PER_MONTH = 730.0
 GROUP_COLUMNS = ("project", "experiment", "owner", "cost_center", "cloud", "region", "run_id")
 # measure name in a report -> SUM expression over cost_rollup
 _MEASURES = {
@@ -58,16 +59,26 @@ def read_rollup_groups(
         group.append(c.month_start_s)
     for name, col in _MEASURES.items():
         q.num(name, func.sum(c[col]))
-    prices = {k: v for k, v in storage_usd_per_gb_month.items()}
-    price = case(prices, value=c.cloud, else_=literal(default_storage_usd_per_gb_month)) if prices else literal(default_storage_usd_per_gb_month)
-    q.num("x_CheckpointStorageCost", func.sum(c.storage_gb_hours * price) / HOURS_PER_MONTH)
+    list_prices = (
+        dict(storage_usd_per_gb_month) == dict(DEFAULT_STORAGE_USD_PER_GB_MONTH)
+        and default_storage_usd_per_gb_month == OTHER_STORAGE_USD_PER_GB_MONTH
+    )
+    by_run_keys = list_prices and not by_month and not {"cloud", "region"} & set(keys)
+    if list_prices:
+        q.num("x_CheckpointStorageCost", func.sum(c.storage_usd))
+    else:  # other prices per cloud (the run rows have no cloud: the split ones are summed)
+        prices = dict(storage_usd_per_gb_month)
+        other = literal(default_storage_usd_per_gb_month)
+        price = case(prices, value=c.cloud, else_=other) if prices else other
+        q.num("x_CheckpointStorageCost", func.sum(c.storage_gb_hours * price) / HOURS_PER_MONTH)
     q.num("seg_start", func.min(c.seg_start_s))
     q.num("seg_end", func.max(c.seg_end_s))
     q.num("compute_end", func.max(c.compute_end_s))
-    bit = (1 if "cloud" in keys else 0) | (2 if "region" in keys else 0) | (4 if by_month else 0)
+    bit = (1 if "cloud" in keys else 0) | (2 if "region" in keys else 0) | (4 if by_month else 0)  # see rollup.py
     q.num("x_Runs", func.sum(case((c.run_count_bits.op("&")(1 << bit) != 0, 1), else_=0)))
     # the run's extent is on every row (no join): the filter is one pass over the rollup
-    stmt = q.statement().where(c.run_first_s >= since, c.run_last_s < horizon).group_by(*group)
+    grain = GRAIN_RUN if by_run_keys else GRAIN_SPLIT
+    stmt = q.statement().where(c.grain == grain, c.run_first_s >= since, c.run_last_s < horizon).group_by(*group)
     return q.frame(conn, stmt)
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from launcher.errors import BadInputError, UnknownNameError
+from launcher.ledger.storage_price import HOURS_PER_MONTH
 from launcher.report import focus as F
 from launcher.ledger.attempt_cost import (
-    HOURS_PER_MONTH,
     CostAssumptions,
     EventFacts,
     attempt_intervals,

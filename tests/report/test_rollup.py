@@ -121,8 +121,10 @@ def build_random_ledger(url: str, seed: int, n_runs: int = 24):
     return led
 
 
-def _compare(led, by: str, since, until, month) -> pd.DataFrame:
+def _compare(led, by: str, since, until, month, assumptions=None) -> pd.DataFrame:
     q = ReportQuery(by=tuple(by.split(",")), window=parse_window(since, until, month))
+    if assumptions is not None:
+        q = ReportQuery(by=q.by, window=q.window, assumptions=assumptions)
     assert rollup_applies(q)  # else the comparison below would compare build_report with itself
     direct = build_report(led, q, now=NOW).frame
     rolled = build_grouped_report(led, q, now=NOW).frame
@@ -138,7 +140,7 @@ def _rollup_frame(led) -> pd.DataFrame:
     with led.engine.connect() as c:
         rows = c.execute(select(m.cost_rollup)).mappings().all()
     df = pd.DataFrame([dict(r) for r in rows])
-    return df.sort_values(["run_id", "month_start_s", "cloud", "region"], na_position="first").reset_index(drop=True)
+    return df.sort_values(["run_id", "grain", "month_start_s", "cloud", "region"], na_position="first").reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
@@ -158,29 +160,48 @@ def test_rollup_reports_equal_reading_every_attempt(random_ledger):
             _compare(random_ledger, by, since, until, month)
 
 
+def test_rollup_reports_with_other_storage_prices(random_ledger):
+    """Storage priced per cloud in the database from the rows' GB-hours (not the list-price USD)."""
+    from launcher.ledger.attempt_cost import CostAssumptions
+
+    prices = CostAssumptions(storage_usd_per_gb_month={"aws": 0.5, "gcp": 0.25}, default_storage_usd_per_gb_month=1.0)
+    for by in ("experiment", "cloud,month", "run"):
+        for since, until, month in WINDOWS[:3]:
+            rolled = _compare(random_ledger, by, since, until, month, assumptions=prices)
+            assert rolled["x_CheckpointStorageCost"].sum() > 0
+
+
 def test_report_reads_the_rollup_rows(random_ledger, tmp_path):
     """Inflating the rolled-up compute changes the rollup report and not the direct one: the
-    database's sums are what it reads for runs inside the window, and only for those."""
+    database's sums are what it reads for runs inside the window (the one-row-per-run grain for
+    run-level keys, the month/cloud/region grain otherwise), and only for those."""
     import shutil
 
     from launcher.ledger import Ledger
     from launcher.ledger import models as m
+    from launcher.ledger.rollup import GRAIN_RUN, GRAIN_SPLIT
 
     path = tmp_path / "copy.db"
     shutil.copy(random_ledger.url.removeprefix("sqlite:///"), path)
-    q = ReportQuery(by=("project",), window=parse_window(None, None, None))
     with Ledger(f"sqlite:///{path}", now=Clock(NOW)) as led:
-        before = build_grouped_report(led, q, now=NOW).frame.set_index("x_ProjectId")["x_ComputeCost"]
+        queries = {by: ReportQuery(by=tuple(by.split(","))) for by in ("project", "cloud,month")}
+        before = {by: build_grouped_report(led, q, now=NOW).frame["x_ComputeCost"].sum() for by, q in queries.items()}
         c = m.cost_rollup.c
         with led.engine.begin() as conn:
-            inside = conn.execute(select(c.project).where(c.run_first_s >= T0.timestamp(), c.run_last_s < NOW.timestamp())).scalars().all()
+            inside = {
+                grain: conn.execute(
+                    select(c.run_id).where(c.grain == grain, c.run_first_s >= T0.timestamp(), c.run_last_s < NOW.timestamp())
+                ).scalars().all()
+                for grain in (GRAIN_RUN, GRAIN_SPLIT)
+            }
             conn.execute(update(m.cost_rollup).values(compute_usd=c.compute_usd + 1000.0))
-        assert inside, "no run lies wholly inside the window: the test would prove nothing"
-        after = build_grouped_report(led, q, now=NOW).frame.set_index("x_ProjectId")["x_ComputeCost"]
-        direct = build_report(led, q, now=NOW).frame.set_index("x_ProjectId")["x_ComputeCost"]
-    expected = pd.Series(inside).value_counts() * 1000.0
-    assert (after - before).round(6).to_dict() == {p: expected.get(p, 0.0) for p in before.index}
-    assert direct.round(6).to_dict() == before.round(6).to_dict()
+        assert len(inside[GRAIN_RUN]) >= 3, "few runs lie wholly inside the window: the test would prove little"
+        after = {by: build_grouped_report(led, q, now=NOW).frame["x_ComputeCost"].sum() for by, q in queries.items()}
+        direct = {by: build_report(led, q, now=NOW).frame["x_ComputeCost"].sum() for by, q in queries.items()}
+    assert after["project"] - before["project"] == pytest.approx(1000.0 * len(inside[GRAIN_RUN]))
+    assert after["cloud,month"] - before["cloud,month"] == pytest.approx(1000.0 * len(inside[GRAIN_SPLIT]))
+    assert len(inside[GRAIN_SPLIT]) > len(inside[GRAIN_RUN])
+    assert direct == pytest.approx(before)
 
 
 def test_backfill_writes_what_the_ledger_writes(random_ledger, tmp_path):

@@ -1,5 +1,5 @@
-"""cost_rollup / cost_rollup_runs: per ended run, its cost by UTC month, cloud and region, so a
-grouped report aggregates in the database instead of reading every attempt. The tables start
+"""cost_rollup / cost_rollup_runs: per ended run, its cost by UTC month, cloud and region (and
+in one row per run), so a grouped report aggregates in the database instead of reading every attempt. The tables start
 empty here; the ledger fills them for runs that have already ended right after the upgrade, in
 the same transaction (launcher.ledger.rollup.backfill), so this file stays frozen.
 
@@ -47,6 +47,8 @@ def upgrade() -> None:
         sa.Column("seg_end_s", sa.Float(), nullable=False),
         sa.Column("compute_end_s", sa.Float(), nullable=True),
         sa.Column("run_count_bits", sa.Integer(), nullable=False),
+        sa.Column("storage_usd", sa.Float(), nullable=False),
+        sa.Column("grain", sa.Integer(), nullable=False),
         sa.ForeignKeyConstraint(["run_id"], ["runs.run_id"], name="fk_cost_rollup_run_id_runs", ondelete="CASCADE"),
     )
     op.create_index("ix_cost_rollup_run_id", "cost_rollup", ["run_id"])

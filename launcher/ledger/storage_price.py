@@ -1,0 +1,16 @@
+"""List prices of checkpoint storage, the one place reports, the FOCUS export and the cost
+rollup take them from (no pandas here: the controller writes the rollup)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+HOURS_PER_MONTH = 730.0
+# Standard-class object storage list prices, USD per GB-month (S3 us-east-1, GCS multi-region).
+DEFAULT_STORAGE_USD_PER_GB_MONTH: Mapping[str, float] = {"aws": 0.023, "gcp": 0.026, "local": 0.0}
+OTHER_STORAGE_USD_PER_GB_MONTH = 0.023  # a cloud without its own price
+
+
+def default_storage_usd(cloud: str | None, gb_hours: float) -> float:
+    price = DEFAULT_STORAGE_USD_PER_GB_MONTH.get(cloud or "", OTHER_STORAGE_USD_PER_GB_MONTH)
+    return gb_hours / HOURS_PER_MONTH * price
