@@ -132,3 +132,16 @@ def hand_ledger(hand_ledger_path):
         yield led
     finally:
         led.close()
+
+
+@pytest.fixture
+def pg_schema_url():
+    """A PostgreSQL schema of the test's own on LAUNCHER_TEST_PG_URL (dropped afterwards)."""
+    import os
+
+    pg = os.environ.get("LAUNCHER_TEST_PG_URL")
+    if not pg:
+        pytest.skip("LAUNCHER_TEST_PG_URL is not set")
+    from tests.ledger.conftest import _pg_schema_url
+
+    yield from _pg_schema_url(pg)

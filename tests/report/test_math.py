@@ -190,36 +190,24 @@ def test_loader_strategies_agree(hand_ledger_path):
 
 
 @pytest.mark.postgres
-def test_same_report_on_postgresql(hand_ledger):
+def test_same_report_on_postgresql(hand_ledger, pg_schema_url):
     """The hand-built ledger rebuilt on a real PostgreSQL server (times via EXTRACT(EPOCH), JSON
     via ->>, LEAD over timestamptz) gives the same report as on SQLite."""
-    import os
-
-    pg = os.environ.get("LAUNCHER_TEST_PG_URL")
-    if not pg:
-        pytest.skip("LAUNCHER_TEST_PG_URL is not set")
-    from tests.ledger.conftest import _pg_schema_url
-
     from .conftest import build_hand_ledger
 
-    gen = _pg_schema_url(pg)
-    url = next(gen)
+    led, clock = build_hand_ledger(pg_schema_url)
+    assert clock() == NOW
     try:
-        led, clock = build_hand_ledger(url)
-        assert clock() == NOW
-        try:
-            for by in ("experiment", "project,day", "attempt"):
-                on_sqlite = report(hand_ledger, by=by).frame
-                keys = [c for c in on_sqlite.columns if c.startswith("x_") and c.endswith("Id")] + ["ChargePeriodStart"]
-                q = ReportQuery(by=tuple(by.split(",")), window=parse_window(), assumptions=STORAGE)
-                for use_cache in (False, True, True):  # direct, cache built, cache read
-                    on_pg = build_report(led, q, now=NOW, use_cache=use_cache).frame
-                    pd.testing.assert_frame_equal(
-                        on_pg.sort_values(keys).reset_index(drop=True),
-                        on_sqlite.sort_values(keys).reset_index(drop=True),
-                        check_dtype=False,
-                    )
-        finally:
-            led.close()
+        for by in ("experiment", "project,day", "attempt"):
+            on_sqlite = report(hand_ledger, by=by).frame
+            keys = [c for c in on_sqlite.columns if c.startswith("x_") and c.endswith("Id")] + ["ChargePeriodStart"]
+            q = ReportQuery(by=tuple(by.split(",")), window=parse_window(), assumptions=STORAGE)
+            for use_cache in (False, True, True):  # direct, cache built, cache read
+                on_pg = build_report(led, q, now=NOW, use_cache=use_cache).frame
+                pd.testing.assert_frame_equal(
+                    on_pg.sort_values(keys).reset_index(drop=True),
+                    on_sqlite.sort_values(keys).reset_index(drop=True),
+                    check_dtype=False,
+                )
     finally:
-        gen.close()
+        led.close()

@@ -8,7 +8,6 @@ upgraded) writes the same rows as the ledger's own writes, on SQLite and Postgre
 
 from __future__ import annotations
 
-import os
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -273,21 +272,11 @@ def test_rollup_constants_match_the_report_defaults():
 
 
 @pytest.mark.postgres
-def test_rollup_reports_on_postgresql():
-    pg = os.environ.get("LAUNCHER_TEST_PG_URL")
-    if not pg:
-        pytest.skip("LAUNCHER_TEST_PG_URL is not set")
-    from tests.ledger.conftest import _pg_schema_url
-
-    gen = _pg_schema_url(pg)
-    url = next(gen)
+def test_rollup_reports_on_postgresql(pg_schema_url):
+    led = build_random_ledger(pg_schema_url, seed=5, n_runs=16)
     try:
-        led = build_random_ledger(url, seed=5, n_runs=16)
-        try:
-            for by in ("experiment", "cloud,region,month", "run"):
-                for since, until, month in WINDOWS[:5]:
-                    _compare(led, by, since, until, month)
-        finally:
-            led.close()
+        for by in ("experiment", "cloud,region,month", "run"):
+            for since, until, month in WINDOWS[:5]:
+                _compare(led, by, since, until, month)
     finally:
-        gen.close()
+        led.close()
