@@ -344,11 +344,6 @@ def _float(v: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def run_of_attempt(conn: Any, attempt_id: str) -> str | None:
-    a = m.attempts.c
-    return conn.execute(select(a.run_id).where(a.attempt_id == attempt_id)).scalar()
-
-
 def run_has_ended(conn: Any, run_id: str) -> bool:
     r = m.runs.c
     return conn.execute(select(r.ended_at).where(r.run_id == run_id)).scalar() is not None
@@ -416,7 +411,7 @@ def backfill(conn: Any) -> int:
         by_run.setdefault(run_id, []).append(
             AttemptCostInput(
                 aid, int(seq), cloud, region, float(nodes), float(gpus), float(price), opt(od), float(start), float(end),
-                opt(billed), bool(pre), opt(td), opt(lc), opt(ra), opt(ov), tuple(sorted(prices.get(aid, ()), key=lambda x: x[0])),
+                opt(billed), bool(pre), opt(td), opt(lc), opt(ra), opt(ov), tuple(prices.get(aid, ())),  # events are in (at, id) order
             )
         )
     n = 0

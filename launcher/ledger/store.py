@@ -21,7 +21,6 @@ from launcher.ledger.base import LedgerBase, _as_set, utc_now
 from launcher.ledger.costs import CostQueries
 from launcher.ledger.facts import FACT_EVENT_KINDS, write_facts
 from launcher.ledger.infra import InfraRecords
-from launcher.ledger.rollup import run_has_ended, write_rollup
 from launcher.ledger.records import (
     TERMINAL_RUN_STATES,
     AttemptRecord,
@@ -167,6 +166,8 @@ class Ledger(CostQueries, InfraRecords):
             if res.rowcount != 1:  # cannot happen under the row lock; kept as the CAS guard
                 raise ConflictError(f"run {run_id} changed state concurrently")
             if terminal or old in TERMINAL_RUN_STATES:  # its cost rollup is written (or dropped)
+                from launcher.ledger.rollup import write_rollup
+
                 write_rollup(c, [run_id])
             event = {"from": old, "to": str(state), "reason": reason, **(data or {})}
             c.execute(
@@ -269,6 +270,8 @@ class Ledger(CostQueries, InfraRecords):
             if res.rowcount != 1:
                 self._attempt_missing_or_ended(c, attempt_id)
             write_facts(c, [attempt_id])  # the cost facts reports read, in the same transaction
+            from launcher.ledger.rollup import run_has_ended, write_rollup
+
             if run_has_ended(c, row.run_id):  # the run ended first: its rollup now includes this attempt
                 write_rollup(c, [row.run_id])
         return self.get_attempt(attempt_id)
@@ -326,8 +329,11 @@ class Ledger(CostQueries, InfraRecords):
                 event_id = res.inserted_primary_key[0]
                 if attempt_id is not None and str(kind) in FACT_EVENT_KINDS:
                     write_facts(c, [attempt_id])  # an ended attempt's facts change (no-op while open)
-                if str(kind) in FACT_EVENT_KINDS and run_has_ended(c, run_id):
-                    write_rollup(c, [run_id])  # a late event changes an ended run's costs
+                if str(kind) in FACT_EVENT_KINDS:
+                    from launcher.ledger.rollup import run_has_ended, write_rollup
+
+                    if run_has_ended(c, run_id):
+                        write_rollup(c, [run_id])  # a late event changes an ended run's costs
         except IntegrityError as e:
             raise NotFoundError(f"no run {run_id!r} / attempt {attempt_id!r} in the ledger") from e
         return EventRecord(id=event_id, run_id=run_id, attempt_id=attempt_id, at=when, kind=str(kind), data=payload)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from launcher.ledger import models as m
 from launcher.ledger.attempt_cost import CostAssumptions, EventFacts, attempt_intervals
 from launcher.ledger.readers import read_attempts, read_checkpoints, read_prices
 from launcher.ledger.rollup import ROLLUP_KEEP_LAST, ROLLUP_RETENTION_S
@@ -88,7 +89,7 @@ def report_from_rollup(ledger: Any, query: ReportQuery, *, now: datetime | None 
         if len(ids) <= MAX_IDS:
             runs = sorted(ids) or ["-"]
         window = SimpleNamespace(since=datetime.fromtimestamp(since, UTC), until=w.until)
-        attempts = read_attempts(conn, window, keys, False, where=_run_in(runs))
+        attempts = read_attempts(conn, window, keys, False, where=m.attempts.c.run_id.in_(runs))
         checkpoints = read_checkpoints(conn, window, keys, a.checkpoint_keep_last, a.checkpoint_retention_after_run_s, runs=runs)
         prices = read_prices(conn)
     data = LedgerData(attempts=attempts, facts=EventFacts(checkpoints=checkpoints, prices=prices), as_of=as_of)
@@ -107,12 +108,6 @@ def report_from_rollup(ledger: Any, query: ReportQuery, *, now: datetime | None 
     detail = grouped_segments(data, query, iv, edges, until)
     out = _merge(_as_groups(inside, keys, edges), detail, keys, time_key is not None)
     return finish_report(out, None, query, edges, since, until, as_of=as_of)
-
-
-def _run_in(runs: Any) -> Any:
-    from launcher.ledger import models as m
-
-    return m.attempts.c.run_id.in_(runs)
 
 
 def _as_groups(inside: pd.DataFrame, keys: list[str], edges: np.ndarray) -> pd.DataFrame:
