@@ -15,6 +15,17 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
+def running_since(pid: int, start_ticks: int | None) -> bool:
+    """Is `pid` still the process that started at `start_ticks`, and not a zombie (a zombie
+    waits for its parent to reap it; there is nothing left to stop)?"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return start_ticks is not None and fields[0] != "Z" and int(fields[19]) == start_ticks
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def process_group(pid: int) -> int | None:
     """The process group of `pid` (None when it is gone)."""
     try:

@@ -42,6 +42,7 @@ from launcher.procfs import (
     process_start_ticks,
     run_lone_processes,
     run_process_groups,
+    running_since,
     session_and_descendants,
 )
 from launcher.executors.base import (
@@ -58,6 +59,7 @@ from launcher.executors.log_relay import job_output, wait_relays
 from launcher.providers.base import ClusterHandle
 
 PROCS_FILE = "procs.json"
+STRAYS_GONE_S = 5.0  # how long a finished phase waits for the SIGKILLed strays of its job to die
 RELAY_DRAIN_S = 3.0  # how long a finished phase waits for its log relays to write the last bytes
 
 
@@ -172,7 +174,15 @@ def _signal_strays(strays: dict[int, int | None], sig: int) -> None:
 
 
 def _strays_alive(strays: dict[int, int | None]) -> bool:
-    return any(t is not None and process_start_ticks(pid) == t for pid, t in strays.items())
+    return any(running_since(pid, t) for pid, t in strays.items())
+
+
+def _await_strays_gone(strays: dict[int, int | None], timeout_s: float) -> None:
+    """A SIGKILLed process dies when the kernel next runs it: on a loaded machine that can take a
+    moment. Wait (bounded) so that a stopped job's processes are gone when stop() returns."""
+    deadline = time.monotonic() + timeout_s
+    while _strays_alive(strays) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS, *, run_id: str | None = None) -> list[int]:
@@ -354,6 +364,7 @@ class LocalExecution(Execution):
             _signal_group(p.pid, signal.SIGKILL)
         _signal_strays(self._strays, signal.SIGKILL)
         job_cgroup.kill(self._cgroup, remove=False)  # ... wherever they went (setsid): the cgroup holds them
+        _await_strays_gone(self._strays, STRAYS_GONE_S)
         wait_relays(self._relays, RELAY_DRAIN_S)  # the log is complete before the phase ends
         self._relays = []
         if self.phase == "setup" and self._failed_first is None and self._stop_reason is None:
