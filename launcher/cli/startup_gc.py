@@ -1,4 +1,5 @@
-"""The cyclic garbage collector, held off while a quick command runs in its own process.
+"""What a quick command skips in its own process: the cyclic garbage collector, and the search
+for pydantic plugins (skip_pydantic_plugins).
 
 Starting `launch` or `offers` imports typer, pydantic, SQLAlchemy or numpy and our own modules:
 several hundred thousand objects made and almost none freed, so the collector's ~150 passes
@@ -12,16 +13,24 @@ objects move to the permanent generation (never walked again) and collection res
 from __future__ import annotations
 
 import gc
+import os
 
 QUICK_COMMANDS = frozenset({"launch", "offers"})
 _holding = [False]
+_quick = [False]
 
 
 def hold(command: str | None) -> None:
     """GC off for the rest of this process when `command` is a quick one (and GC was on)."""
+    _quick[0] = command in QUICK_COMMANDS
     if command in QUICK_COMMANDS and gc.isenabled():
         gc.disable()
         _holding[0] = True
+
+
+def quick_process() -> bool:
+    """Did `hold` see a quick command (which ends with the process, GC released or not)?"""
+    return _quick[0]
 
 
 def release() -> None:
@@ -32,3 +41,12 @@ def release() -> None:
         if not gc.isenabled():
             gc.freeze()
             gc.enable()
+
+
+def skip_pydantic_plugins(command: str | None) -> None:
+    """For a quick command, no search for third-party pydantic plugins: pydantic looks for them
+    in every installed package's entry points when it builds its first model (about 30 ms of a
+    local launch here) and the launcher's own validation has no use for them. A user who wants
+    them sets PYDANTIC_DISABLE_PLUGINS to the empty string; any value they set is kept."""
+    if command in QUICK_COMMANDS:
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")

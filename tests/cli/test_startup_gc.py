@@ -1,6 +1,7 @@
 """The collector is off for a quick command run in its own process, untouched for other commands
 and for in-process callers, and on again (startup's objects frozen) once a long-running part
-releases it."""
+releases it. A quick command skips pydantic's plugin search and the interpreter's teardown, and
+still runs every exit handler and flushes its output."""
 
 import gc
 import os
@@ -16,9 +17,9 @@ from tests.conftest import REPO
 @pytest.fixture(autouse=True)
 def _gc_on():
     gc.enable()
-    startup_gc._holding[0] = False
+    startup_gc._holding[0] = startup_gc._quick[0] = False
     yield
-    startup_gc._holding[0] = False
+    startup_gc._holding[0] = startup_gc._quick[0] = False
     gc.enable()
 
 
@@ -66,3 +67,37 @@ def test_offers_runs_without_gc_only_in_its_own_process(tmp_path, mode, gc_after
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stderr.strip().splitlines()[-1] == f"RC 0 GC {gc_after}"
     assert p.stdout.lstrip().startswith("[")
+
+
+EXIT_PROBE = (
+    "import atexit, sys, threading, time\n"
+    "from launcher.cli import main, startup_gc\n"
+    "startup_gc.hold(sys.argv[1])\n"
+    "mark = sys.argv[2]\n"
+    "atexit.register(lambda: open(mark, 'a').write('exit-handler;'))\n"
+    "if sys.argv[3] == 'thread':  # a non-daemon thread: the interpreter waits for it to finish\n"
+    "    threading.Thread(target=lambda: (time.sleep(0.3), open(mark, 'a').write('thread;'))).start()\n"
+    "sys.stdout.write('x' * 200000)  # more than a pipe holds: the flush must happen before exit\n"
+    "main._exit(3)\n"
+)
+
+
+@pytest.mark.parametrize(("command", "thread"), [("launch", "none"), ("launch", "thread"), ("report", "none")])
+def test_exit_runs_handlers_flushes_and_waits_for_threads(tmp_path, command, thread):
+    mark = tmp_path / "mark"
+    p = subprocess.run([sys.executable, "-c", EXIT_PROBE, command, str(mark), thread], capture_output=True, text=True,
+                       cwd=REPO, timeout=60)  # fmt: skip
+    assert p.returncode == 3, p.stderr[-2000:]
+    assert p.stdout == "x" * 200000
+    assert mark.read_text() == ("thread;exit-handler;" if thread == "thread" else "exit-handler;")
+
+
+def test_quick_commands_skip_the_pydantic_plugin_search_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    startup_gc.skip_pydantic_plugins("report")
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+    startup_gc.skip_pydantic_plugins("launch")
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")  # the user wants their plugins
+    startup_gc.skip_pydantic_plugins("offers")
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == ""
