@@ -154,12 +154,10 @@ def _update_file(h: "hashlib._Hash", path: Path) -> None:
 
 
 def launcher_version() -> str:
-    try:
-        from importlib.metadata import version
+    # pyproject.toml takes its version from here, so no package metadata is read (a few ms).
+    from launcher import __version__
 
-        return version("gpu-launcher")
-    except Exception:  # not installed (running from a source tree)
-        return "0+unknown"
+    return __version__
 
 
 def collect(
