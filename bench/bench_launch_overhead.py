@@ -19,13 +19,19 @@ Then the breakdown by phase (differences of the medians above) and where the imp
 one `launch --yes` goes, by package (python -X importtime; it inflates what it measures a
 little, so read it as shares). Bytecode caches are allowed, as for an installed package. The
 load average is printed before and after: 4 other engineers share these 2 cores.
+
+`--instructions` adds the instructions the python process executes (valgrind's callgrind, about a
+minute): unlike wall and CPU time they do not move with the machine's load or speed, so two
+revisions compare exactly; the job's own processes are not counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,7 +69,10 @@ def measure(argv: list[str], env: dict[str, str], first_line: str | None) -> tup
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--instructions", action="store_true", help="also count instructions under valgrind (callgrind)")
     args = ap.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     py = sys.executable
     base_env = {**os.environ, "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
     base_env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -127,6 +136,14 @@ def main() -> None:
     for name, us in import_breakdown([py, "-X", "importtime", "-m", "launcher.cli.main", "launch", str(spec), "--yes"],
                                      env()):  # fmt: skip
         print(f"  {name:<32} {us / 1e6:7.3f} s")
+    if args.instructions:
+        print("\ninstructions executed by the python process (valgrind --tool=callgrind)")
+        counted = {}
+        for name, argv in (("python -c pass", [py, "-c", "pass"]),
+                           ("launch --yes", [py, "-m", "launcher.cli.main", "launch", str(spec), "--yes"])):  # fmt: skip
+            counted[name] = instructions(argv, env())
+            print(f"  {name:<32} {counted[name] / 1e6:9,.0f} M")
+        print(f"  launch --yes / python -c pass    {counted['launch --yes'] / counted['python -c pass']:9.1f}x")
     after = os.getloadavg()
     print(f"load average (1 min) {load_before[0]:.1f} before, {after[0]:.1f} after "
           "(wall times on a shared machine grow with its load)")  # fmt: skip
@@ -136,9 +153,18 @@ GROUPS = ("sqlalchemy", "alembic", "sky", "pulumi", "boto3", "torch", "pydantic"
           "launcher.controller", "launcher.planning", "launcher.spec", "launcher", "pricing")  # fmt: skip
 
 
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """Instructions the process executes (not its children), from callgrind's summary line."""
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO), timeout=600)  # fmt: skip
+    m = re.search(r"Collected : (\d+)", p.stderr)
+    if p.returncode != 0 or m is None:
+        raise SystemExit(f"valgrind {argv[1:3]} failed (exit {p.returncode}): {p.stderr[-500:]}")
+    return int(m.group(1))
+
+
 def import_breakdown(argv: list[str], env: dict[str, str]) -> list[tuple[str, int]]:
     """Self import time (us) summed per package group, largest first."""
-    import re
 
     p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
     totals: dict[str, int] = {}
