@@ -46,7 +46,16 @@ def release() -> None:
 def skip_pydantic_plugins(command: str | None) -> None:
     """For a quick command, no search for third-party pydantic plugins: pydantic looks for them
     in every installed package's entry points when it builds its first model (about 30 ms of a
-    local launch here) and the launcher's own validation has no use for them. A user who wants
-    them sets PYDANTIC_DISABLE_PLUGINS to the empty string; any value they set is kept."""
-    if command in QUICK_COMMANDS:
-        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    local launch here) and the launcher's own validation has no use for them. pydantic's cache
+    of loaded plugins is set to none, in this process only: PYDANTIC_DISABLE_PLUGINS would also
+    reach the job's environment and turn the user's plugins off there. A user who sets
+    PYDANTIC_DISABLE_PLUGINS themselves (to anything, the empty string included) gets pydantic's
+    own handling."""
+    if command not in QUICK_COMMANDS or "PYDANTIC_DISABLE_PLUGINS" in os.environ:
+        return
+    try:
+        from pydantic.plugin import _loader
+    except ImportError:  # a pydantic without plugin support: nothing to skip
+        return
+    if getattr(_loader, "_plugins", False) is None:  # not searched yet; a private cache, so checked
+        _loader._plugins = {}

@@ -92,12 +92,38 @@ def test_exit_runs_handlers_flushes_and_waits_for_threads(tmp_path, command, thr
     assert mark.read_text() == ("thread;exit-handler;" if thread == "thread" else "exit-handler;")
 
 
-def test_quick_commands_skip_the_pydantic_plugin_search_unless_the_user_chose(monkeypatch):
-    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
-    startup_gc.skip_pydantic_plugins("report")
-    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
-    startup_gc.skip_pydantic_plugins("launch")
-    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
-    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")  # the user wants their plugins
-    startup_gc.skip_pydantic_plugins("offers")
-    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == ""
+PLUGIN_PROBE = (
+    "import sys\n"
+    "from launcher.cli import startup_gc\n"
+    "from pydantic.plugin import _loader\n"
+    "startup_gc.skip_pydantic_plugins(sys.argv[1])\n"
+    "import os\n"
+    "print(repr(_loader._plugins), 'PYDANTIC_DISABLE_PLUGINS' in os.environ)\n"
+)
+
+
+@pytest.mark.parametrize(("command", "user_env", "expected"), [
+    ("launch", None, "{} False"),  # searched for none, and nothing left in the environment
+    ("offers", None, "{} False"),
+    ("report", None, "None False"),  # other commands: pydantic's own handling
+    ("launch", "", "None True"),  # the user chose: left to pydantic
+])  # fmt: skip
+def test_quick_commands_skip_the_pydantic_plugin_search_in_their_process_only(command, user_env, expected):
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if user_env is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = user_env
+    p = subprocess.run([sys.executable, "-c", PLUGIN_PROBE, command], capture_output=True, text=True, cwd=REPO, env=env,
+                       timeout=60)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == expected
+
+
+def test_a_launched_job_does_not_inherit_a_plugin_switch(tmp_path):
+    spec = tmp_path / "t.yaml"
+    spec.write_text('name: t\nresources: {cpus: 1}\nrun: echo "switch=${PYDANTIC_DISABLE_PLUGINS-unset}"\n')
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env.update(LAUNCHER_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "launcher.cli.main", "launch", str(spec), "--yes"], capture_output=True,
+                       text=True, cwd=REPO, env=env, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "switch=unset" in p.stdout.splitlines()
