@@ -151,7 +151,7 @@ def _exit(code: int) -> NoReturn:
     gc.freeze()
     if startup_gc.quick_process() and threading.active_count() == 1:
         # A quick command with nothing else running: after the exit handlers and the flush of
-        # stdout/stderr, the teardown of every module (~50 ms here) has nothing left to do.
+        # stdout/stderr, the teardown of every module (tens of ms here) has nothing left to do.
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:
