@@ -51,13 +51,6 @@ class CostAssumptions:
     checkpoint_keep_last: int = 3
     checkpoint_retention_after_run_s: float = 7 * 86400.0
 
-    def default_storage_prices(self) -> bool:
-        """Whether storage is priced at the list prices (those the cost rollup holds in USD)."""
-        return (
-            dict(self.storage_usd_per_gb_month) == dict(DEFAULT_STORAGE_USD_PER_GB_MONTH)
-            and self.default_storage_usd_per_gb_month == OTHER_STORAGE_USD_PER_GB_MONTH
-        )
-
     def storage_price(self, clouds: pd.Series) -> np.ndarray:
         return (
             clouds.map(dict(self.storage_usd_per_gb_month))

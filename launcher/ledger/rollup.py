@@ -344,9 +344,11 @@ def _float(v: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def run_has_ended(conn: Any, run_id: str) -> bool:
+def rewrite_if_ended(conn: Any, run_id: str) -> None:
+    """A run's costs changed (an attempt ended, a late event): rewrite its rows if it has ended."""
     r = m.runs.c
-    return conn.execute(select(r.ended_at).where(r.run_id == run_id)).scalar() is not None
+    if conn.execute(select(r.ended_at).where(r.run_id == run_id)).scalar() is not None:
+        write_rollup(conn, [run_id])
 
 
 def backfill(conn: Any) -> int:

@@ -13,7 +13,7 @@ from sqlalchemy import and_, case, exists, func, literal, not_, select, union
 from launcher.ledger import models as m
 from launcher.ledger.readers import _Select
 from launcher.ledger.rollup import GRAIN_RUN, GRAIN_SPLIT
-from launcher.ledger.storage_price import DEFAULT_STORAGE_USD_PER_GB_MONTH, HOURS_PER_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
+from launcher.ledger.storage_price import HOURS_PER_MONTH, are_list_prices
 
 GROUP_COLUMNS = ("project", "experiment", "owner", "cost_center", "cloud", "region", "run_id")
 # measure name in a report -> SUM expression over cost_rollup
@@ -59,10 +59,7 @@ def read_rollup_groups(
         group.append(c.month_start_s)
     for name, col in _MEASURES.items():
         q.num(name, func.sum(c[col]))
-    list_prices = (
-        dict(storage_usd_per_gb_month) == dict(DEFAULT_STORAGE_USD_PER_GB_MONTH)
-        and default_storage_usd_per_gb_month == OTHER_STORAGE_USD_PER_GB_MONTH
-    )
+    list_prices = are_list_prices(storage_usd_per_gb_month, default_storage_usd_per_gb_month)
     by_run_keys = list_prices and not by_month and not {"cloud", "region"} & set(keys)
     if list_prices:
         q.num("x_CheckpointStorageCost", func.sum(c.storage_usd))

@@ -11,6 +11,13 @@ DEFAULT_STORAGE_USD_PER_GB_MONTH: Mapping[str, float] = {"aws": 0.023, "gcp": 0.
 OTHER_STORAGE_USD_PER_GB_MONTH = 0.023  # a cloud without its own price
 
 
+def are_list_prices(per_cloud_usd_per_gb_month: Mapping[str, float], other_usd_per_gb_month: float) -> bool:
+    """Whether these storage prices are the list prices above (those the cost rollup holds in USD)."""
+    return dict(per_cloud_usd_per_gb_month) == dict(DEFAULT_STORAGE_USD_PER_GB_MONTH) and (
+        other_usd_per_gb_month == OTHER_STORAGE_USD_PER_GB_MONTH
+    )
+
+
 def default_storage_usd(cloud: str | None, gb_hours: float) -> float:
     price = DEFAULT_STORAGE_USD_PER_GB_MONTH.get(cloud or "", OTHER_STORAGE_USD_PER_GB_MONTH)
     return gb_hours / HOURS_PER_MONTH * price

@@ -270,10 +270,9 @@ class Ledger(CostQueries, InfraRecords):
             if res.rowcount != 1:
                 self._attempt_missing_or_ended(c, attempt_id)
             write_facts(c, [attempt_id])  # the cost facts reports read, in the same transaction
-            from launcher.ledger.rollup import run_has_ended, write_rollup
+            from launcher.ledger.rollup import rewrite_if_ended
 
-            if run_has_ended(c, row.run_id):  # the run ended first: its rollup now includes this attempt
-                write_rollup(c, [row.run_id])
+            rewrite_if_ended(c, row.run_id)  # the run ended first: its rollup now includes this attempt
         return self.get_attempt(attempt_id)
 
     def _attempt_missing_or_ended(self, c: Connection, attempt_id: str) -> NoReturn:
@@ -330,10 +329,9 @@ class Ledger(CostQueries, InfraRecords):
                 if attempt_id is not None and str(kind) in FACT_EVENT_KINDS:
                     write_facts(c, [attempt_id])  # an ended attempt's facts change (no-op while open)
                 if str(kind) in FACT_EVENT_KINDS:
-                    from launcher.ledger.rollup import run_has_ended, write_rollup
+                    from launcher.ledger.rollup import rewrite_if_ended
 
-                    if run_has_ended(c, run_id):
-                        write_rollup(c, [run_id])  # a late event changes an ended run's costs
+                    rewrite_if_ended(c, run_id)  # a late event changes an ended run's costs
         except IntegrityError as e:
             raise NotFoundError(f"no run {run_id!r} / attempt {attempt_id!r} in the ledger") from e
         return EventRecord(id=event_id, run_id=run_id, attempt_id=attempt_id, at=when, kind=str(kind), data=payload)

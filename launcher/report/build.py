@@ -69,6 +69,16 @@ class ReportQuery:
     # (FOCUS charge periods) instead of the whole bucket
     tight_periods: bool = False
 
+    @property
+    def time_key(self) -> str | None:
+        """The time grouping (day or month), if any."""
+        return next((k for k in self.by if k in TIME_KEYS), None)
+
+    @property
+    def key_specs(self) -> list[tuple[str, str]]:
+        """(source column, output column) of each non-time grouping key, in `by` order."""
+        return [GROUP_KEYS[k] for k in self.by if k in GROUP_KEYS]
+
 
 @dataclass(frozen=True)
 class ReportResult:
@@ -104,7 +114,7 @@ def build_report(
     data = load_ledger_data(
         ledger,
         query.window,
-        keys=list(dict.fromkeys([*(GROUP_KEYS[k][0] for k in query.by if k in GROUP_KEYS), *extra_keys])),
+        keys=list(dict.fromkeys([*(src for src, _ in query.key_specs), *extra_keys])),
         with_tags="attempt" in query.by,
         checkpoint_keep_last=a.checkpoint_keep_last,
         retention_s=a.checkpoint_retention_after_run_s,
@@ -131,7 +141,7 @@ def report_from_data(data: LedgerData, query: ReportQuery) -> ReportResult:
     attempts = data.attempts.reset_index(drop=True)
     iv = attempt_intervals(attempts, data.facts, data.as_of)
     since, until = _effective_window(query.window, iv, data.as_of)
-    edges = _edges(next((k for k in query.by if k in TIME_KEYS), None), since, until)
+    edges = _edges(query.time_key, since, until)
     out = grouped_segments(data, query, iv, edges, until)
     return finish_report(out, data, query, edges, since, until)
 
@@ -140,8 +150,7 @@ def grouped_segments(data: LedgerData, query: ReportQuery, iv: pd.DataFrame, edg
     """The data's attempts and checkpoint storage grouped by the query's keys (and bucket of
     `edges`): one row per group with the key source columns, `_bucket`, the _SUMS measures,
     seg_start/seg_end and x_Runs."""
-    time_key = next((k for k in query.by if k in TIME_KEYS), None)
-    key_specs = [GROUP_KEYS[k] for k in query.by if k in GROUP_KEYS]
+    time_key, key_specs = query.time_key, query.key_specs
     attempts = data.attempts.reset_index(drop=True)
     gpu = attempts["accelerator_count"].to_numpy(dtype="float64")
     rows, bucket, m = compute_segments(iv, attempts, edges, gpu, data.facts.prices)
@@ -168,8 +177,7 @@ def finish_report(
     as_of: float | None = None,
 ) -> ReportResult:
     """Grouped rows -> the report: FOCUS columns, sorted, with the effective window."""
-    time_key = next((k for k in query.by if k in TIME_KEYS), None)
-    key_specs = [GROUP_KEYS[k] for k in query.by if k in GROUP_KEYS]
+    time_key, key_specs = query.time_key, query.key_specs
     frame = _format(out, key_specs, time_key if not query.tight_periods else None, edges, sort_time=time_key is not None)
     if "attempt" in query.by:
         assert data is not None

@@ -24,9 +24,7 @@ from launcher.ledger.rollup import ROLLUP_KEEP_LAST, ROLLUP_RETENTION_S
 from launcher.ledger.rollup_reads import GROUP_COLUMNS, detail_runs, first_start, read_rollup_groups
 from launcher.report.build import (
     _SUMS,
-    GROUP_KEYS,
     NONE_LABEL,
-    TIME_KEYS,
     ReportQuery,
     ReportResult,
     _edges,
@@ -66,15 +64,15 @@ def rollup_applies(query: ReportQuery, extra_keys: tuple[str, ...] | list[str] =
         and not query.tight_periods
         and a.checkpoint_keep_last == ROLLUP_KEEP_LAST
         and a.checkpoint_retention_after_run_s == ROLLUP_RETENTION_S
-        and all(GROUP_KEYS[k][0] in GROUP_COLUMNS for k in query.by if k in GROUP_KEYS)
+        and all(src in GROUP_COLUMNS for src, _ in query.key_specs)
     )
 
 
 def report_from_rollup(ledger: Any, query: ReportQuery, *, now: datetime | None = None) -> ReportResult:
     a: CostAssumptions = query.assumptions
     as_of = (now or ledger.now()).timestamp()
-    time_key = next((k for k in query.by if k in TIME_KEYS), None)
-    keys = list(dict.fromkeys(GROUP_KEYS[k][0] for k in query.by if k in GROUP_KEYS))
+    time_key = query.time_key
+    keys = list(dict.fromkeys(src for src, _ in query.key_specs))
     w = query.window
     with ledger.engine.connect() as conn:
         since = w.since.timestamp() if w.since is not None else first_start(conn, w.until)
