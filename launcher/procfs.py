@@ -6,33 +6,40 @@ import os
 from collections.abc import Iterator
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """Kernel start time of `pid`, to tell a live process from a recycled pid after a crash."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state at [0], pgrp at [2], start
+    time at [19]); None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
+
+
+def _int(fields: list[str] | None, i: int) -> int | None:
+    try:
+        return int(fields[i]) if fields is not None else None
+    except (IndexError, ValueError):
+        return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Kernel start time of `pid`, to tell a live process from a recycled pid after a crash."""
+    return _int(_stat_fields(pid), 19)
 
 
 def running_since(pid: int, start_ticks: int | None) -> bool:
     """Is `pid` still the process that started at `start_ticks`, and not a zombie (a zombie
     waits for its parent to reap it; there is nothing left to stop)?"""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return start_ticks is not None and fields[0] != "Z" and int(fields[19]) == start_ticks
-    except (OSError, IndexError, ValueError):
+    fields = _stat_fields(pid)
+    if start_ticks is None or fields is None or fields[0] == "Z":
         return False
+    return _int(fields, 19) == start_ticks
 
 
 def process_group(pid: int) -> int | None:
     """The process group of `pid` (None when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[2])
-    except (OSError, IndexError, ValueError):
-        return None
+    return _int(_stat_fields(pid), 2)
 
 
 def proc_stats() -> Iterator[list[str]]:
