@@ -69,25 +69,18 @@ COMMAND_HOMES: dict[str, tuple[str, ...]] = {
 }
 
 
-def command_word(argv: list[str]) -> str | None:
-    """The command `argv` names (global options first, as hoist_global_options leaves them);
-    None for none, and for `--version` (eager: it prints and exits before any command)."""
+def load_commands(argv: list[str]) -> str | None:
+    """Import the modules of the command `argv` names (global options first, as
+    hoist_global_options leaves them); every module when it names none or one we do not know
+    (`--help`, a typo that wants its did-you-mean). Returns the command's name, if any."""
     from launcher.cli.argv import GLOBAL_OPTIONS
 
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
         i += 2 if argv[i] in GLOBAL_OPTIONS else 1
-    if "--version" in argv[:i]:
+    if "--version" in argv[:i]:  # eager: prints and exits before any command
         return None
-    return argv[i] if i < len(argv) else None
-
-
-def load_commands(argv: list[str]) -> str | None:
-    """Import the modules of the command `argv` names; every module when it names none or one
-    we do not know (`--help`, a typo that wants its did-you-mean). Returns the command's name."""
-    word = command_word(argv)
-    if word is None and "--version" in argv:
-        return None
+    word = argv[i] if i < len(argv) else None
     modules = COMMAND_HOMES.get(word, COMMAND_MODULES) if word is not None else COMMAND_MODULES
     for name in modules:
         importlib.import_module(name)
@@ -107,10 +100,9 @@ def run(argv: list[str], *, own_process: bool = False) -> int:
 
     paths.make_state_private()
     argv = hoist_global_options(argv)
+    command = load_commands(argv)  # builds no pydantic model: the plugin search is still ahead
     if own_process:
-        startup_gc.skip_pydantic_plugins(command_word(argv))
-    command = load_commands(argv)
-    if own_process:
+        startup_gc.skip_pydantic_plugins(command)
         startup_gc.hold(command)
     try:
         rv = app(args=argv, prog_name="launcher", standalone_mode=False)
