@@ -330,7 +330,8 @@ class LocalExecution(Execution):
             if p.returncode is None
         ]
         data = {"run_id": self.request.run_id, "attempt": self.request.attempt, "procs": procs}
-        atomic_write_text(self.request.run_dir / PROCS_FILE, json.dumps(data))
+        # Process ids mean nothing after a reboot, so no fsync: atomic against our own crash is enough.
+        atomic_write_text(self.request.run_dir / PROCS_FILE, json.dumps(data), durable=False)
 
     # ---- Execution ----------------------------------------------------------------------------
     @property
