@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
-import types
 
 QUICK_COMMANDS = frozenset({"launch", "offers"})
 _holding = [False]
@@ -48,27 +46,16 @@ def release() -> None:
 def skip_pydantic_plugins(command: str | None) -> None:
     """For a quick command, no search for third-party pydantic plugins: pydantic looks for them
     in every installed package's entry points when it builds its first model (about 30 ms of a
-    local launch here, 20 ms more for importing importlib.metadata to do it) and the launcher's
-    own validation has no use for them. In this process only, pydantic's plugin loader is one
-    that finds none: PYDANTIC_DISABLE_PLUGINS would also reach the job's environment and turn the
-    user's plugins off there. A user who sets PYDANTIC_DISABLE_PLUGINS themselves (to anything,
-    the empty string included) gets pydantic's own handling."""
+    local launch here) and the launcher's own validation has no use for them. pydantic's cache
+    of loaded plugins is set to none, in this process only: PYDANTIC_DISABLE_PLUGINS would also
+    reach the job's environment and turn the user's plugins off there. A user who sets
+    PYDANTIC_DISABLE_PLUGINS themselves (to anything, the empty string included) gets pydantic's
+    own handling."""
     if command not in QUICK_COMMANDS or "PYDANTIC_DISABLE_PLUGINS" in os.environ:
         return
-    loader = sys.modules.get(_PYDANTIC_PLUGIN_LOADER)
-    if loader is None:
-        # pydantic imports the loader inside the function that builds a validator
-        # (`from ._loader import get_plugins`), so a module in its place is what it gets.
-        loader = types.ModuleType(_PYDANTIC_PLUGIN_LOADER, "No pydantic plugins: a quick launcher command (startup_gc).")
-        loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
-        loader._plugins = {}  # type: ignore[attr-defined]
-        sys.modules[_PYDANTIC_PLUGIN_LOADER] = loader
-    elif getattr(loader, "_plugins", False) is None:  # imported, not searched yet: a private cache, so checked
-        loader._plugins = {}
-
-
-_PYDANTIC_PLUGIN_LOADER = "pydantic.plugin._loader"
-
-
-def _no_plugins() -> tuple[()]:
-    return ()
+    try:
+        from pydantic.plugin import _loader
+    except ImportError:  # a pydantic without plugin support: nothing to skip
+        return
+    if getattr(_loader, "_plugins", False) is None:  # not searched yet; a private cache, so checked
+        _loader._plugins = {}
