@@ -20,9 +20,10 @@ one `launch --yes` goes, by package (python -X importtime; it inflates what it m
 little, so read it as shares). Bytecode caches are allowed, as for an installed package. The
 load average is printed before and after: 4 other engineers share these 2 cores.
 
-`--instructions` adds the instructions the python process executes (valgrind's callgrind, about a
-minute): unlike wall and CPU time they do not move with the machine's load or speed, so two
-revisions compare exactly; the job's own processes are not counted.
+`--instructions` adds the instructions the python process executes (valgrind's callgrind, about two
+minutes): unlike wall and CPU time they do not move with the machine's load or speed, so two
+revisions compare within about 0.5%; the job's own processes are not counted. It also counts what
+importing each library a launch uses costs alone, and what a launch would be without SQLAlchemy's.
 """
 
 from __future__ import annotations
@@ -144,11 +145,26 @@ def main() -> None:
             counted[name] = instructions(argv, env())
             print(f"  {name:<32} {counted[name] / 1e6:9,.0f} M")
         print(f"  launch --yes / python -c pass    {counted['launch --yes'] / counted['python -c pass']:9.1f}x")
+        print("  importing a library alone, over `python -c pass` (they overlap: typer imports part of pydantic)")
+        base = counted["python -c pass"]
+        for name, code in LIBRARY_IMPORTS:
+            n = instructions([py, "-c", code], env()) - base
+            counted[name] = n
+            print(f"    {name:<30} {n / 1e6:9,.0f} M  {100 * n / counted['launch --yes']:5.1f}% of the launch")
+        without = counted["launch --yes"] - counted[LIBRARY_IMPORTS[-1][0]]
+        print(f"  launch --yes less SQLAlchemy's import {without / 1e6:,.0f} M = {without / base:.1f}x python -c pass")
     after = os.getloadavg()
     print(f"load average (1 min) {load_before[0]:.1f} before, {after[0]:.1f} after "
           "(wall times on a shared machine grow with its load)")  # fmt: skip
 
 
+# What a launch imports from each library: pydantic's model machinery loads with the first model.
+LIBRARY_IMPORTS = (
+    ("typer", "import typer"),
+    ("yaml", "import yaml"),
+    ("pydantic (one model built)", "import pydantic\nclass M(pydantic.BaseModel):\n    x: int"),
+    ("sqlalchemy (+ SQLite dialect)", "import sqlalchemy.dialects.sqlite"),
+)
 GROUPS = ("sqlalchemy", "alembic", "sky", "pulumi", "boto3", "torch", "pydantic", "pydantic_core", "typer", "yaml", "numpy", "pandas", "rich", "launcher.ledger",
           "launcher.controller", "launcher.planning", "launcher.spec", "launcher", "pricing")  # fmt: skip
 
