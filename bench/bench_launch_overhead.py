@@ -151,7 +151,7 @@ def main() -> None:
             n = instructions([py, "-c", code], env()) - base
             counted[name] = n
             print(f"    {name:<30} {n / 1e6:9,.0f} M  {100 * n / counted['launch --yes']:5.1f}% of the launch")
-        without = counted["launch --yes"] - counted[LIBRARY_IMPORTS[-1][0]]
+        without = counted["launch --yes"] - counted[SQLALCHEMY]
         print(f"  launch --yes less SQLAlchemy's import {without / 1e6:,.0f} M = {without / base:.1f}x python -c pass")
     after = os.getloadavg()
     print(f"load average (1 min) {load_before[0]:.1f} before, {after[0]:.1f} after "
@@ -159,11 +159,12 @@ def main() -> None:
 
 
 # What a launch imports from each library: pydantic's model machinery loads with the first model.
+SQLALCHEMY = "sqlalchemy (+ SQLite dialect)"
 LIBRARY_IMPORTS = (
     ("typer", "import typer"),
     ("yaml", "import yaml"),
     ("pydantic (one model built)", "import pydantic\nclass M(pydantic.BaseModel):\n    x: int"),
-    ("sqlalchemy (+ SQLite dialect)", "import sqlalchemy.dialects.sqlite"),
+    (SQLALCHEMY, "import sqlalchemy.dialects.sqlite"),
 )
 GROUPS = ("sqlalchemy", "alembic", "sky", "pulumi", "boto3", "torch", "pydantic", "pydantic_core", "typer", "yaml", "numpy", "pandas", "rich", "launcher.ledger",
           "launcher.controller", "launcher.planning", "launcher.spec", "launcher", "pricing")  # fmt: skip

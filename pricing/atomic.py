@@ -13,9 +13,9 @@ from pathlib import Path
 
 def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int | None = None, durable: bool = True) -> None:
     """`mode`: the file's permissions (default 0600, private: mkstemp's). `durable=False` skips
-    the fsyncs, for a file that means nothing after a power loss (process ids): the rename
-    still makes it atomic against a crash of the process, and a launch saves a flush of every
-    dirty page the filesystem journal holds (5-20 ms each under a running job's writes)."""
+    the fsyncs, for a file that means nothing after a power loss: the rename still makes it
+    atomic against a crash of the process, without flushing the filesystem journal (each flush
+    writes every dirty page it holds, 5-20 ms while a job writes)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

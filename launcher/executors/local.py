@@ -185,6 +185,12 @@ def _await_strays_gone(strays: dict[int, int | None], timeout_s: float) -> None:
         time.sleep(0.01)
 
 
+def write_procs_file(run_dir: Path, data: dict) -> None:
+    """The job's process ids, for a later command to stop them after a controller crash. Replaced
+    atomically but not fsynced: process ids mean nothing after a power loss."""
+    atomic_write_text(run_dir / PROCS_FILE, json.dumps(data), durable=False)
+
+
 def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS, *, run_id: str | None = None) -> list[int]:
     """Stop a run's processes after a controller crash: the process groups listed in
     `procs.json` (only when the leader still has the recorded start time: a recycled pid is left
@@ -221,7 +227,7 @@ def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECOND
     _signal_strays(strays, signal.SIGKILL)
     job_cgroup.kill(cgroup)
     if (run_dir / PROCS_FILE).exists():
-        atomic_write_text(run_dir / PROCS_FILE, json.dumps({"procs": []}))
+        write_procs_file(run_dir, {"procs": []})
     return targets
 
 
@@ -329,9 +335,7 @@ class LocalExecution(Execution):
             for r, p in self._procs.items()
             if p.returncode is None
         ]
-        data = {"run_id": self.request.run_id, "attempt": self.request.attempt, "procs": procs}
-        # Process ids mean nothing after a reboot, so no fsync: atomic against our own crash is enough.
-        atomic_write_text(self.request.run_dir / PROCS_FILE, json.dumps(data), durable=False)
+        write_procs_file(self.request.run_dir, {"run_id": self.request.run_id, "attempt": self.request.attempt, "procs": procs})
 
     # ---- Execution ----------------------------------------------------------------------------
     @property
