@@ -15,6 +15,9 @@ Rows:
                                  ledger exists (every launch after a user's first)
   launch --yes, first            the same in a fresh LAUNCHER_HOME: also creates the ledger
                                  (Alembic migrations)
+  launch --yes, daemon           the same through the console scripts' entry point with a command
+                                 daemon running (`launcher daemon start`): a warm worker forked
+                                 per command runs it; this process only hands it over and waits
 Then the breakdown by phase (differences of the medians above) and where the import time of
 one `launch --yes` goes, by package (python -X importtime; it inflates what it measures a
 little, so read it as shares). Bytecode caches are allowed, as for an installed package. The
@@ -29,6 +32,7 @@ importing each library a launch uses costs alone, and what a launch would be wit
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -100,19 +104,20 @@ def main() -> None:
         ("launch --dry-run", lambda: [py, "-m", "launcher.cli.main", "launch", str(spec), "--dry-run"], None),
         ("launch --yes", lambda: [py, "-m", "launcher.cli.main", "launch", str(spec), "--yes"], "ready"),
         ("launch --yes, first", lambda: [py, "-m", "launcher.cli.main", "launch", str(spec), "--yes"], "ready"),
+        ("launch --yes, daemon", lambda: [py, "-m", "launcher.cli.entry", "launch", str(spec), "--yes"], "ready"),
     ]
-    load_before = os.getloadavg()
-    for name, argv, first in cases:  # write bytecode caches first, as an install would have
-        measure(argv(), env(fresh=name.endswith("first")), first)
-    results: dict[str, tuple[list[float], list[float], list[float]]] = {}
-    for _ in range(args.repeat):  # interleave the cases so machine load hits all alike
-        for name, argv, first in cases:
-            f, t, cpu = measure(argv(), env(fresh=name.endswith("first")), first)
-            firsts, totals, cpus = results.setdefault(name, ([], [], []))
-            if f is not None:
-                firsts.append(f)
-            totals.append(t)
-            cpus.append(cpu)
+    daemon = subprocess.run([py, "-m", "launcher.cli.main", "daemon", "start"], env=env(), cwd=str(REPO),
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    if daemon.returncode != 0:
+        raise SystemExit(f"launcher daemon start failed: {daemon.stderr}")
+    try:
+        results, load_before = run_cases(cases, args.repeat, env)
+        served = json.loads(subprocess.run([py, "-m", "launcher.cli.main", "daemon", "status", "--json"], env=env(),
+                                           cwd=str(REPO), capture_output=True, text=True, timeout=60).stdout)["served"]  # fmt: skip
+    finally:
+        subprocess.run([py, "-m", "launcher.cli.main", "daemon", "stop"], env=env(), cwd=str(REPO), capture_output=True, timeout=60)
+    if served != args.repeat + 1:  # + the warm-up: every daemon case went through the daemon
+        raise SystemExit(f"the daemon served {served} launches, not {args.repeat + 1}: the daemon row is not what it says")
     floor_first = statistics.median(results[cases[0][0]][0])
     floor_total = statistics.median(results[cases[0][0]][1])
     print(f"median of {args.repeat} interleaved runs, {os.cpu_count()} CPUs")
@@ -123,6 +128,7 @@ def main() -> None:
         t = statistics.median(totals)
         f_s = f"{f:13.3f} {f / floor_first:8.1f}" if f is not None else f"{'-':>13} {'-':>8}"
         print(f"{name:<24} {f_s} {t:9.3f} {t / floor_total:8.1f} {statistics.median(cpus):7.3f}")
+    print("(cpu s counts this process's children: for the daemon row, the client alone; its worker is the daemon's child)")
     med = {name: statistics.median(results[name][1]) for name, _, _ in cases}
     phases = [
         ("interpreter start", med["python -c pass"]),
@@ -135,6 +141,9 @@ def main() -> None:
     for name, v in phases:
         print(f"  {name:<32} {v:7.3f} s  {100 * v / med['launch --yes']:5.1f}%")
     print(f"  (a user's first launch also creates the ledger: + {first_extra:.3f} s)")
+    d = med["launch --yes, daemon"]
+    print(f"launch --yes through the command daemon: {d:.3f} s, {d / med['launch --yes']:.2f}x the launch in its own process, "
+          f"{d / med['python -c pass']:.1f}x python -c pass (target < 0.5 s: {'met' if d < 0.5 else 'NOT met'})")  # fmt: skip
     print("\nimport time of one `launch --yes` by package (python -X importtime)")
     for name, us in import_breakdown([py, "-X", "importtime", "-m", "launcher.cli.main", "launch", str(spec), "--yes"],
                                      env()):  # fmt: skip
@@ -170,6 +179,24 @@ LIBRARY_IMPORTS = (
 )
 GROUPS = ("sqlalchemy", "alembic", "sky", "pulumi", "boto3", "torch", "pydantic", "pydantic_core", "typer", "yaml", "numpy", "pandas", "rich", "launcher.ledger",
           "launcher.controller", "launcher.planning", "launcher.spec", "launcher", "pricing")  # fmt: skip
+
+
+def run_cases(cases, repeat: int, env) -> tuple[dict[str, tuple[list[float], list[float], list[float]]], tuple]:
+    """Each case once to warm up (bytecode caches written, as an install would have them), then
+    `repeat` rounds, interleaved so machine load hits all cases alike."""
+    load_before = os.getloadavg()
+    for name, argv, first in cases:
+        measure(argv(), env(fresh=name.endswith("first")), first)
+    results: dict[str, tuple[list[float], list[float], list[float]]] = {}
+    for _ in range(repeat):
+        for name, argv, first in cases:
+            f, t, cpu = measure(argv(), env(fresh=name.endswith("first")), first)
+            firsts, totals, cpus = results.setdefault(name, ([], [], []))
+            if f is not None:
+                firsts.append(f)
+            totals.append(t)
+            cpus.append(cpu)
+    return results, load_before
 
 
 def instructions(argv: list[str], env: dict[str, str]) -> int:

@@ -60,6 +60,20 @@ def pulumi_state_dir() -> Path:
     return home() / "pulumi"
 
 
+def daemon_socket() -> Path:
+    """The command daemon's Unix socket (`launcher daemon`); private like the rest of the home."""
+    return home() / "daemon.sock"
+
+
+def daemon_lock() -> Path:
+    """Held by the running command daemon for its whole life: one daemon per LAUNCHER_HOME."""
+    return home() / "daemon.lock"
+
+
+def daemon_log() -> Path:
+    return home() / "daemon.log"
+
+
 def db_url() -> str:
     """LAUNCHER_DB_URL, or the embedded SQLite ledger under LAUNCHER_HOME."""
     url = os.environ.get("LAUNCHER_DB_URL")

@@ -26,3 +26,28 @@ def hoist_global_options(argv: list[str]) -> list[str]:
             rest.append(a)
         i += 1
     return front + rest
+
+
+def command_index(argv: list[str]) -> int:
+    """Where the command word is in `argv` (global options first, as hoist_global_options
+    leaves them); len(argv) when there is none."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        i += 2 if argv[i] in GLOBAL_OPTIONS else 1
+    return min(i, len(argv))
+
+
+def command_word(argv: list[str]) -> str | None:
+    """The command `argv` names; None when it names none, or when `--version` comes first
+    (eager: it prints and exits before any command)."""
+    i = command_index(argv)
+    if "--version" in argv[:i] or i == len(argv):
+        return None
+    return argv[i]
+
+
+def launch_argv(argv: list[str]) -> list[str]:
+    """`launch ARGS` is exactly `launcher launch ARGS` (global options may come first)."""
+    globals_ = [a for a in argv if a == "--debug"]
+    rest = [a for a in argv if a != "--debug"]
+    return [*globals_, "launch", *rest]

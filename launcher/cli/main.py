@@ -19,7 +19,7 @@ import typer
 
 from launcher.cli import startup_gc
 from launcher.cli.app import GLOBALS, app
-from launcher.cli.argv import hoist_global_options
+from launcher.cli.argv import hoist_global_options, launch_argv
 
 try:  # typer >= 0.20 vendors click; its usage errors are raised from there
     from typer._click.exceptions import ClickException
@@ -45,6 +45,7 @@ COMMAND_MODULES = (
     "launcher.cli.metrics_cmd",
     "launcher.cli.infra_server_cmd",
     "launcher.cli.clusters_cmd",
+    "launcher.cli.daemon_cmd",
 )
 # Top-level command -> the modules that register it and its subcommands: `launcher launch ...`
 # imports launch_cmd alone. tests/cli/test_lazy_commands.py checks this against COMMAND_MODULES.
@@ -66,6 +67,7 @@ COMMAND_HOMES: dict[str, tuple[str, ...]] = {
     "server": ("launcher.cli.server_cmd",),
     "metrics": ("launcher.cli.metrics_cmd",),
     "clusters": ("launcher.cli.clusters_cmd",),
+    "daemon": ("launcher.cli.daemon_cmd",),
 }
 
 
@@ -73,11 +75,9 @@ def load_commands(argv: list[str]) -> str | None:
     """Import the modules of the command `argv` names (global options first, as
     hoist_global_options leaves them); every module when it names none or one we do not know
     (`--help`, a typo that wants its did-you-mean). Returns the command's name, if any."""
-    from launcher.cli.argv import GLOBAL_OPTIONS
+    from launcher.cli.argv import command_index
 
-    i = 0
-    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
-        i += 2 if argv[i] in GLOBAL_OPTIONS else 1
+    i = command_index(argv)
     if "--version" in argv[:i]:  # eager: prints and exits before any command
         return None
     word = argv[i] if i < len(argv) else None
@@ -160,10 +160,7 @@ def main() -> None:
 
 def launch_main() -> None:
     """`launch ARGS` is exactly `launcher launch ARGS` (global options may come first)."""
-    argv = sys.argv[1:]
-    globals_ = [a for a in argv if a == "--debug"]
-    rest = [a for a in argv if a != "--debug"]
-    _exit(run([*globals_, "launch", *rest], own_process=True))
+    _exit(run(launch_argv(sys.argv[1:]), own_process=True))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,36 @@
+"""The console entry points `launcher` and `launch`: a running command daemon
+(`launcher daemon start`) runs the command warm; otherwise it runs here.
+
+This module imports only what asking the daemon needs. `python -m launcher.cli.main` always
+runs in its own process (the tests use it; they never depend on a daemon).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from launcher.cli.argv import command_word, hoist_global_options, launch_argv
+from launcher.cli.daemon_client import run_via_daemon
+
+
+def _dispatch(argv: list[str]) -> None:
+    code = run_via_daemon(argv, command_word(hoist_global_options(argv)))
+    if code is not None:
+        sys.stdout.flush()
+        sys.exit(code)
+    from launcher.cli.main import _exit, run
+
+    _exit(run(argv, own_process=True))
+
+
+def main() -> None:
+    _dispatch(sys.argv[1:])
+
+
+def launch_main() -> None:
+    """`launch ARGS` is exactly `launcher launch ARGS` (global options may come first)."""
+    _dispatch(launch_argv(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
