@@ -15,6 +15,7 @@ app.add_typer(daemon_app, name="daemon")
 
 START_TIMEOUT_S = 60.0  # importing everything takes ~1 s here; a loaded machine, much more
 STOP_TIMEOUT_S = 10.0
+LOG_KEEP_BYTES = 1 << 20
 
 
 @daemon_app.command("start")
@@ -44,6 +45,11 @@ def daemon_start(
         info(f"the command daemon already runs (pid {running['pid']})")
         return
     paths.ensure_home()
+    try:  # two lines per command: keep the previous log once, not every log ever
+        if paths.daemon_log().stat().st_size > LOG_KEEP_BYTES:
+            os.replace(paths.daemon_log(), paths.daemon_log().with_name("daemon.log.1"))
+    except FileNotFoundError:
+        pass
     log = os.open(paths.daemon_log(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         proc = subprocess.Popen(

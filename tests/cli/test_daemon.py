@@ -219,6 +219,17 @@ def test_a_socket_left_by_a_killed_daemon_is_harmless(daemon, launcher_home, tmp
     run_cli("daemon", "stop")
 
 
+def test_a_big_log_is_kept_once_when_a_daemon_starts(launcher_home):
+    (launcher_home / "daemon.log").write_text("x" * (2 << 20))
+    r = run_cli("daemon", "start")
+    assert r.returncode == 0, r.stderr
+    try:
+        assert (launcher_home / "daemon.log.1").stat().st_size == 2 << 20
+        assert (launcher_home / "daemon.log").stat().st_size < 4096
+    finally:
+        run_cli("daemon", "stop")
+
+
 def test_a_too_long_home_is_refused_with_a_clear_error(tmp_path, monkeypatch):
     deep = tmp_path / ("d" * 120)
     monkeypatch.setenv("LAUNCHER_HOME", str(deep))
@@ -228,9 +239,10 @@ def test_a_too_long_home_is_refused_with_a_clear_error(tmp_path, monkeypatch):
 
 
 PRELOADED = (
-    "import sys\n"
+    "import sys, threading\n"
     "from launcher.cli import daemon_server\n"
     "daemon_server.preload()\n"
+    "assert threading.active_count() == 1  # forking is safe: no thread started at import\n"
     "from launcher.cli.main import run\n"
     "before = set(sys.modules)\n"
     "assert run(['launch', sys.argv[1], '--yes'], own_process=False) == 0\n"
