@@ -152,6 +152,7 @@ class Daemon:
                 pass
 
     def serve(self) -> None:
+        self.last_active = time.monotonic()  # idle from when it can first be reached
         while True:
             self.reap()
             if self.stop_signalled:

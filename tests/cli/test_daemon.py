@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -145,15 +149,18 @@ def test_kill_9_of_the_client_kills_its_command_as_it_would_in_process(daemon, t
 
 
 def test_stop_lets_running_commands_finish_and_later_ones_run_in_their_own_process(daemon, tmp_path):
-    spec = write_spec(tmp_path, "name: s\nrun: sleep 2; echo slept\nlauncher: {expected_hours: 0.01}\n")
+    go = tmp_path / "go"  # the job ends when the test says so: no race with the machine's speed
+    spec = write_spec(tmp_path, f"name: s\nrun: while [ ! -e {go} ]; do sleep 0.05; done; echo done\nlauncher: {{expected_hours: 0.01}}\n")
     proc = subprocess.Popen([sys.executable, "-m", "launcher.cli.entry", "launch", str(spec), "--yes"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO))  # fmt: skip
     wait_for(lambda: (status() or {}).get("running") == 1, 30, what="the command to start")
     r = run_cli("daemon", "stop")
     assert r.returncode == 0 and "exits when its 1 running command(s) end" in r.stderr
     assert status() is None  # no new commands: the socket is gone
+    assert not pid_gone(daemon["pid"])  # but it waits for its running command
+    go.touch()
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and out == "slept\n", err
+    assert proc.returncode == 0 and out == "done\n", err
     wait_for(lambda: pid_gone(daemon["pid"]), 10, what="the daemon to exit after its last command")
     r = entry("runs", "list", "--json")  # no daemon: in the client's own process
     assert r.returncode == 0 and len(json.loads(r.stdout)["runs"]) == 1
@@ -191,20 +198,61 @@ def test_another_sys_path_is_not_served(daemon, tmp_path):
     assert status()["served"] == 0
 
 
-def test_its_files_are_private_it_refuses_a_second_daemon_and_leaves_when_idle(launcher_home):
-    r = run_cli("daemon", "start", "--idle-timeout-minutes", "0.02")  # 1.2 s
-    assert r.returncode == 0, r.stderr
-    st = status()
+def test_its_files_are_private_and_a_second_daemon_is_refused(daemon, launcher_home):
     for name in ("daemon.sock", "daemon.log", "daemon.lock"):
         assert stat.S_IMODE((launcher_home / name).stat().st_mode) == 0o600, name
     again = run_cli("daemon", "start")
-    assert again.returncode == 0 and f"already runs (pid {st['pid']})" in again.stderr
+    assert again.returncode == 0 and f"already runs (pid {daemon['pid']})" in again.stderr
     second = subprocess.run([sys.executable, "-m", "launcher.cli.daemon_server"], capture_output=True, text=True,
                             timeout=60, cwd=str(REPO))  # fmt: skip
     assert second.returncode == 6 and "another daemon already runs" in second.stderr
-    wait_for(lambda: pid_gone(st["pid"]), 30, what="the idle daemon to leave")
+    assert status()["pid"] == daemon["pid"]
+
+
+ASK_STATUS = (
+    "import socket, struct, sys\n"
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "s.settimeout(10)\n"
+    "s.connect(sys.argv[1])\n"
+    "body = b'{\"protocol\": 1, \"op\": \"status\"}'\n"
+    "s.sendall(struct.pack('!I', len(body)) + body)\n"
+    "try:\n"
+    "    print(repr(s.recv(65536)))\n"
+    "except ConnectionResetError:  # closed with the request unread\n"
+    "    print(repr(b''))\n"
+)
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to act as another user")
+def test_a_connection_from_another_user_is_closed_unanswered(monkeypatch):
+    # Only a user who loosened the modes lets another user reach the socket; the daemon still refuses.
+    home = Path(tempfile.mkdtemp(prefix="daemon-peer-"))  # outside pytest's private tmp tree
+    try:
+        home.chmod(0o755)
+        monkeypatch.setenv("LAUNCHER_HOME", str(home))
+        r = run_cli("daemon", "start")
+        assert r.returncode == 0, r.stderr
+        sock = home / "daemon.sock"
+        sock.chmod(0o666)
+        as_me = subprocess.run([sys.executable, "-c", ASK_STATUS, str(sock)], capture_output=True, text=True, timeout=60)
+        assert as_me.returncode == 0 and "served" in as_me.stdout
+        other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", ASK_STATUS,
+                                str(sock)], capture_output=True, text=True, timeout=60, cwd="/")  # fmt: skip
+        assert other.returncode == 0, other.stderr
+        assert other.stdout.strip() == "b''"  # closed without a word
+        assert "refused a connection from uid 65534" in (home / "daemon.log").read_text()
+    finally:
+        run_cli("daemon", "stop")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_it_leaves_when_idle(launcher_home):
+    r = run_cli("daemon", "start", "--idle-timeout-minutes", "0.05")  # 3 s
+    assert r.returncode == 0, r.stderr
+    pid = int(re.search(r"started \(pid (\d+)\)", r.stderr).group(1))
+    wait_for(lambda: pid_gone(pid), 30, what="the idle daemon to leave")
     assert not (launcher_home / "daemon.sock").exists()
-    assert "stopping (idle for 1.2 s)" in (launcher_home / "daemon.log").read_text()
+    assert "stopping (idle for 3 s)" in (launcher_home / "daemon.log").read_text()
 
 
 def test_a_socket_left_by_a_killed_daemon_is_harmless(daemon, launcher_home, tmp_path):
