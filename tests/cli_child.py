@@ -1,7 +1,7 @@
 """The real console entry point in a child process, one per call, without a fresh interpreter.
 
 `run(argv)` forks the test process; the child sets `sys.argv`, calls `launcher.cli.main:main`
-(exactly what the installed `launcher` script calls) and exits with its status. The code a test
+(what the installed `launcher` script runs when no command daemon is up) and exits with its status. The code a test
 sees is the child's exit status as the kernel reports it; the output is what the child wrote to
 its file descriptors 1 and 2, echoed into this process's sys.stdout / sys.stderr so pytest's
 capsys reads it. Nothing the command does (globals, signal handlers, environment, open
