@@ -7,6 +7,13 @@ GLOBAL_FLAGS = ("--debug",)
 GLOBAL_OPTIONS = ("--catalog-dir",)  # take one value
 
 
+def debug_requested(argv: list[str]) -> bool:
+    """Tracebacks and reasons wanted: `--debug` anywhere, or LAUNCHER_DEBUG set."""
+    import os
+
+    return "--debug" in argv or bool(os.environ.get("LAUNCHER_DEBUG"))
+
+
 def hoist_global_options(argv: list[str]) -> list[str]:
     """Move global options found anywhere (before a `--`) to the front, keeping their order."""
     front: list[str] = []

@@ -9,8 +9,9 @@ here. This process waits for the worker's exit code and forwards the signals a t
 the CLI would have killed the command. Without a daemon (or one that cannot serve this process:
 other code, another interpreter or sys.path) the command runs in this process, as always.
 
-Only the standard library and launcher.paths are imported here: this runs before anything else
-in the console entry points, and what it does not import is its whole point.
+Only the standard library, launcher.paths and launcher.cli.argv are imported here: this runs
+before anything else in the console entry points (which import it only when the daemon's socket
+exists), and what it does not import is its whole point.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import socket
 import struct
 import sys
 
+import launcher
 from launcher import paths
+from launcher.cli.argv import debug_requested
 
 PROTOCOL = 1
 # The daemon forks before it does anything else with a request: silence this long means it is
@@ -120,8 +123,6 @@ def request(op: str, timeout_s: float = REPLY_TIMEOUT_S) -> dict | None:
 
 def code_root() -> str:
     """The folder of the `launcher` package this process runs: client and daemon must agree."""
-    import launcher
-
     return os.path.dirname(os.path.abspath(launcher.__file__))
 
 
@@ -194,5 +195,5 @@ def _wait_for_worker(sock: socket.socket, pid: int) -> int:
 
 
 def _debug(argv: list[str], text: str) -> None:
-    if "--debug" in argv or os.environ.get("LAUNCHER_DEBUG"):
+    if debug_requested(argv):
         sys.stderr.write(text + "\n")

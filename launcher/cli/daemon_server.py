@@ -31,7 +31,9 @@ import sys
 import time
 
 from launcher import paths
+from launcher.cli.argv import command_word
 from launcher.cli.daemon_client import PROTOCOL, DaemonGone, code_root, recv_message, send_message
+from launcher.errors import ExitCode
 
 # What the commands users run often import, beyond the command modules: loaded once, here.
 PRELOAD = (
@@ -259,8 +261,7 @@ class Daemon:
             os.close(fd)
         self.served += 1
         self.last_active = time.monotonic()
-        word = _command(request["argv"])
-        log(f"command {word!r}: worker pid {pid}")
+        log(f"command {command_word([str(a) for a in request['argv']])!r}: worker pid {pid}")
         try:
             send_message(conn, {"pid": pid})
         except OSError:  # the client is already gone
@@ -350,17 +351,11 @@ class Daemon:
             try:
                 os.write(2, f"internal error in the command daemon's worker: {type(e).__name__}: {e}\n".encode())
             finally:
-                os._exit(70)
+                os._exit(int(ExitCode.INTERNAL))
         # As the console entry point ends: os._exit after a quick command, else SystemExit and
         # the interpreter's own shutdown (threads joined, exit handlers, buffers flushed). The
         # daemon's frames below this one hold no `finally` or handler that would run in between.
         _exit(code)
-
-
-def _command(argv: list) -> str | None:
-    from launcher.cli.argv import command_word
-
-    return command_word([str(a) for a in argv])
 
 
 def _reopen_stdio(env: dict[str, str]) -> None:
@@ -398,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
             log("another daemon already runs for this LAUNCHER_HOME")
-            return 6  # launcher.errors.ExitCode.CONFLICT
+            return int(ExitCode.CONFLICT)
         raise
     preload()
     daemon = Daemon(args.idle_timeout_s)

@@ -19,7 +19,7 @@ import typer
 
 from launcher.cli import startup_gc
 from launcher.cli.app import GLOBALS, app
-from launcher.cli.argv import hoist_global_options, launch_argv
+from launcher.cli.argv import debug_requested, hoist_global_options, launch_argv
 
 try:  # typer >= 0.20 vendors click; its usage errors are raised from there
     from typer._click.exceptions import ClickException
@@ -87,12 +87,6 @@ def load_commands(argv: list[str]) -> str | None:
     return word
 
 
-def _debug_requested(argv: list[str]) -> bool:
-    import os
-
-    return "--debug" in argv or bool(os.environ.get("LAUNCHER_DEBUG"))
-
-
 def run(argv: list[str], *, own_process: bool = False) -> int:
     """Run one command. `own_process`: the process ends with it (the console entry points), so
     a quick command may run without the cyclic GC (launcher.cli.startup_gc)."""
@@ -111,7 +105,7 @@ def run(argv: list[str], *, own_process: bool = False) -> int:
         return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except (LauncherError, *library_error_types()) as raised:
         e = as_launcher_error(raised)
-        if GLOBALS.debug or _debug_requested(argv):
+        if GLOBALS.debug or debug_requested(argv):
             traceback.print_exc()
         sys.stderr.write(f"error: {e.message}\n")
         if e.hint:
@@ -129,7 +123,7 @@ def run(argv: list[str], *, own_process: bool = False) -> int:
         sys.stderr.write("interrupted\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as e:  # a bug: say so briefly unless --debug
-        if GLOBALS.debug or _debug_requested(argv):
+        if GLOBALS.debug or debug_requested(argv):
             traceback.print_exc()
         else:
             sys.stderr.write(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)\n")
