@@ -184,8 +184,8 @@ def _wait_for_worker(sock: socket.socket, pid: int) -> int:
         return int(reply["exit"])
     except (OSError, DaemonGone, KeyError, ValueError):
         sys.stderr.write(
-            f"error: the command daemon went away before the command ended (worker pid {pid});"
-            " `launcher runs` shows what it left, `launcher daemon start` starts a new daemon\n"
+            f"error: the command daemon was stopped or killed while it ran this command (worker pid {pid}), so"
+            " the command's exit status is lost; `launcher runs` shows what it did\n"
         )
         from launcher.errors import ExitCode
 

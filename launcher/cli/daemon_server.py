@@ -95,8 +95,9 @@ def code_fingerprint() -> dict[str, tuple[int, int]]:
 
 
 class Daemon:
-    def __init__(self, idle_timeout_s: float) -> None:
+    def __init__(self, idle_timeout_s: float, lock_fd: int) -> None:
         self.idle_timeout_s = idle_timeout_s
+        self.lock_fd = lock_fd  # a worker closes it: a killed daemon's workers must not hold the lock
         self.started_at = time.time()
         self.last_active = time.monotonic()
         self.served = 0
@@ -324,14 +325,15 @@ class Daemon:
             for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            os.close(self.wake_r)
-            os.close(self.wake_w)
+            for fd in (self.wake_r, self.wake_w, self.lock_fd):
+                os.close(fd)
             if self.listener is not None:
                 self.listener.close()
             for other in self.workers.values():
                 other.close()
             self.sel.close()
-            conn.close()
+            # `conn` stays open until the worker ends: if the daemon dies first, the client still
+            # waits for the command (and forwards Ctrl-C) instead of leaving it behind.
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
                 if fd > 2:
@@ -396,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(ExitCode.CONFLICT)
         raise
     preload()
-    daemon = Daemon(args.idle_timeout_s)
+    daemon = Daemon(args.idle_timeout_s, lock)
     gc.freeze()  # what the imports made is never collected: workers do not walk (or copy) it
     daemon.bind()
     log(f"listening on {paths.daemon_socket()} (idle timeout {args.idle_timeout_s:g} s)")

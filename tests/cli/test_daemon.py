@@ -278,6 +278,25 @@ def test_a_big_log_is_kept_once_when_a_daemon_starts(launcher_home):
         run_cli("daemon", "stop")
 
 
+def test_a_new_daemon_starts_while_a_killed_daemons_worker_still_runs(daemon, tmp_path):
+    spec = write_spec(tmp_path, LONG)
+    proc = subprocess.Popen([sys.executable, "-m", "launcher.cli.entry", "launch", str(spec), "--yes", "--grace-seconds", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO))  # fmt: skip
+    assert proc.stdout.readline().startswith("attempt 1 pid ")
+    os.kill(daemon["pid"], signal.SIGKILL)
+    wait_for(lambda: pid_gone(daemon["pid"]), 10, what="the daemon to die")
+    try:
+        r = run_cli("daemon", "start")  # the running worker holds nothing of the old daemon's
+        assert r.returncode == 0, r.stderr
+        assert status()["pid"] != daemon["pid"]
+    finally:
+        proc.send_signal(signal.SIGINT)  # the client waited for its command, and forwards Ctrl-C to it
+        out, err = proc.communicate(timeout=30)
+        run_cli("daemon", "stop")
+    assert proc.returncode == 70 and "the command's exit status is lost" in err
+    assert ledger_runs()[0].state == "cancelled"
+
+
 def test_a_too_long_home_is_refused_with_a_clear_error(tmp_path, monkeypatch):
     deep = tmp_path / ("d" * 120)
     monkeypatch.setenv("LAUNCHER_HOME", str(deep))
