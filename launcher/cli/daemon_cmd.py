@@ -20,7 +20,7 @@ LOG_KEEP_BYTES = 1 << 20
 
 @daemon_app.command("start")
 def daemon_start(
-    idle_timeout_minutes: float = typer.Option(60.0, "--idle-timeout-minutes", min=0.0, help="Stop after this long without commands."),
+    idle_timeout_minutes: float = typer.Option(60.0, "--idle-timeout-minutes", help="Stop after this long without commands (> 0)."),
 ) -> None:
     """Start the daemon for this LAUNCHER_HOME (nothing to do when one runs)."""
     import os
@@ -33,6 +33,9 @@ def daemon_start(
     from launcher.cli.render import info
     from launcher.errors import BadInputError, ProviderError
 
+    if not idle_timeout_minutes > 0:  # also NaN
+        raise BadInputError(f"--idle-timeout-minutes must be above 0, got {idle_timeout_minutes:g}",
+                            hint="e.g. --idle-timeout-minutes 60; `launcher daemon stop` stops it any time")  # fmt: skip
     sock = str(paths.daemon_socket())
     if len(os.fsencode(sock)) > daemon_client.MAX_SOCKET_PATH_BYTES:
         raise BadInputError(

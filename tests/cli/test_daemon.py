@@ -297,6 +297,13 @@ def test_a_new_daemon_starts_while_a_killed_daemons_worker_still_runs(daemon, tm
     assert ledger_runs()[0].state == "cancelled"
 
 
+@pytest.mark.parametrize("minutes", ["0", "-1", "nan"])
+def test_an_idle_timeout_that_is_not_above_zero_is_bad_input(launcher_home, minutes):
+    r = run_cli("daemon", "start", "--idle-timeout-minutes", minutes)
+    assert r.returncode == 2 and "--idle-timeout-minutes must be above 0" in r.stderr and "Traceback" not in r.stderr
+    assert list(launcher_home.iterdir()) == []  # nothing started or written
+
+
 def test_a_too_long_home_is_refused_with_a_clear_error(tmp_path, monkeypatch):
     deep = tmp_path / ("d" * 120)
     monkeypatch.setenv("LAUNCHER_HOME", str(deep))
