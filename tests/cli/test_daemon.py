@@ -215,10 +215,10 @@ ASK_STATUS = (
     "s.settimeout(10)\n"
     "s.connect(sys.argv[1])\n"
     "body = b'{\"protocol\": 1, \"op\": \"status\"}'\n"
-    "s.sendall(struct.pack('!I', len(body)) + body)\n"
     "try:\n"
+    "    s.sendall(struct.pack('!I', len(body)) + body)\n"
     "    print(repr(s.recv(65536)))\n"
-    "except ConnectionResetError:  # closed with the request unread\n"
+    "except (BrokenPipeError, ConnectionResetError):  # closed before or after the request came\n"
     "    print(repr(b''))\n"
 )
 

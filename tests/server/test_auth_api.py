@@ -150,7 +150,8 @@ def test_tokens_never_in_logs_ledger_events_or_errors(team) -> None:
     pasted = api(team, "GET", f"/api/v1/runs/{root}", root)
     assert pasted.status_code == 404 and "lsk_<redacted>" in one_message(pasted)
     r = api(team, "GET", "/api/v1/runs", None, headers={"Authorization": f"Bearer {root}x"})
-    secrets = [t for t in team["tokens"].values()] + [t.rsplit("_", 1)[1] for t in team["tokens"].values()]
+    # lsk_<id>_<secret>: the secret (url-safe base64) may itself hold "_", so split after the id
+    secrets = [t for t in team["tokens"].values()] + [t.split("_", 2)[2] for t in team["tokens"].values()]
     bodies = [pasted.text, r.text]
     from launcher.ledger import Ledger
 
