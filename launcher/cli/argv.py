@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
+import os
+
 GLOBAL_FLAGS = ("--debug",)
 GLOBAL_OPTIONS = ("--catalog-dir",)  # take one value
 
 
 def debug_requested(argv: list[str]) -> bool:
     """Tracebacks and reasons wanted: `--debug` anywhere, or LAUNCHER_DEBUG set."""
-    import os
-
     return "--debug" in argv or bool(os.environ.get("LAUNCHER_DEBUG"))
 
 

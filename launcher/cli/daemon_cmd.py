@@ -118,9 +118,10 @@ def daemon_stop() -> None:
     if running:
         info(f"command daemon {pid} takes no new commands; it exits when its {running} running command(s) end")
         return
+    started = procfs.process_start_ticks(pid)  # read once: a recycled pid is not the daemon
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while time.monotonic() < deadline:
-        if not procfs.running_since(pid, procfs.process_start_ticks(pid)):
+        if not procfs.running_since(pid, started):
             info(f"command daemon {pid} stopped")
             return
         time.sleep(0.05)

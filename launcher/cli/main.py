@@ -19,7 +19,7 @@ import typer
 
 from launcher.cli import startup_gc
 from launcher.cli.app import GLOBALS, app
-from launcher.cli.argv import debug_requested, hoist_global_options, launch_argv
+from launcher.cli.argv import debug_requested, hoist_global_options
 
 try:  # typer >= 0.20 vendors click; its usage errors are raised from there
     from typer._click.exceptions import ClickException
@@ -150,11 +150,6 @@ def _exit(code: int) -> NoReturn:
 
 def main() -> None:
     _exit(run(sys.argv[1:], own_process=True))
-
-
-def launch_main() -> None:
-    """`launch ARGS` is exactly `launcher launch ARGS` (global options may come first)."""
-    _exit(run(launch_argv(sys.argv[1:]), own_process=True))
 
 
 if __name__ == "__main__":
