@@ -50,7 +50,14 @@ from launcher.planning.plan import Plan
 from launcher.controller.observer import RunObserver
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
-from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider, SpotCapacity
+from launcher.providers.base import (
+    ClusterHandle,
+    ClusterRequest,
+    PreemptionNotices,
+    Provider,
+    SpotCapacity,
+    SpotPlacementScores,
+)
 from launcher.spec.models import TaskSpec
 from pricing.models import ScoredOffer
 
@@ -734,7 +741,28 @@ class Controller:
             self.d.placement_policy, tuple(self.job.plan.ranked), work_hours=self.job.plan.work_hours,
             deadline_hours=self.job.spec.launcher.deadline_hours, restart_overhead_s=self.d.restart_overhead_hours * 3600.0,
             tick_s=self.d.placement_tick_s, capacity=capacity, gap_hours=self.d.placement_gap_hours,
+            placement_scores=self._placement_scores(),
         )  # fmt: skip
+
+    def _placement_scores(self) -> dict:
+        """The clouds' spot placement scores for the plan's spot offers, asked once per controller
+        (they order the policy's zones). A cloud that cannot answer (no permission, no such API on
+        an emulator) only loses the ordering: recorded as an event, never fatal."""
+        spot = [s.offer for s in self.job.plan.ranked if s.offer.spot]
+        scores: dict = {}
+        for cloud in sorted({o.cloud for o in spot}):
+            try:
+                provider = self.d.provider_for(cloud)
+                if not isinstance(provider, SpotPlacementScores):
+                    continue
+                scores.update(provider.spot_placement_scores([o for o in spot if o.cloud == cloud], self.job.spec.num_nodes))
+            except Exception as e:  # noqa: BLE001 - an ordering hint must not stop the run
+                self.led.add_event(self.job.run_id, "placement_scores", {"cloud": cloud, "error": str(e)[:300]})
+        if scores:
+            self.led.add_event(self.job.run_id, "placement_scores", {"scores": [
+                {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type, "score": v}
+                for o, v in scores.items()]})  # fmt: skip
+        return scores
 
     def _placement_decide(self, held: ScoredOffer | None, cap: tuple[bool, ...], running_s: float,
                           overhead_left_s: float, preemptions: int):  # fmt: skip

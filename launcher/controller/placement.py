@@ -6,7 +6,10 @@ every *tick-equivalent*: when an attempt would be placed, every `tick_s` of the 
 while one runs or while waiting, and whenever the spot capacity it can observe changes. It maps
 the policy's zones onto the plan's offers:
 
-- zone i = the i-th spot offer of the plan in rank order (one per cloud/region/zone/instance type);
+- zone i = the i-th spot offer of the plan in rank order (one per cloud/region/zone/instance type),
+  except that offers the cloud scores as unlikely to get capacity now (a spot placement score of
+  `LOW_PLACEMENT_SCORE` or less out of 10, where the provider reports scores) go after the others:
+  zone 0 is where a single-zone policy runs and where `multi-zone` starts and waits;
 - on-demand = the cheapest on-demand offer of the plan (rank breaks ties).
 
 What the policy is shown is what the controller can observe: capacity per zone from the providers
@@ -22,7 +25,7 @@ slack left, so `launcher runs show` says why the run waited, moved or stayed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
@@ -30,6 +33,8 @@ from launcher.policies.registry import get_placement_policy
 from pricing.models import Offer, ScoredOffer
 
 PLACEMENT_EVENT = "placement"
+# AWS: 1-3 "not likely to succeed" (its console's band); such zones are tried after the others.
+LOW_PLACEMENT_SCORE = 3
 
 
 def estimated_total_hours(work_hours: float, done_hours: float, step_hours: float) -> float:
@@ -64,6 +69,7 @@ class PlacementDriver:
         tick_s: float,
         capacity: Callable[[Offer], bool | None],
         gap_hours: float = 0.0,
+        placement_scores: Mapping[Offer, int] | None = None,
     ) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be positive")
@@ -74,6 +80,8 @@ class PlacementDriver:
             if s.offer.spot and _key(s.offer) not in seen:
                 seen.add(_key(s.offer))
                 zones.append(s)
+        self.placement_scores: dict[Offer, int] = dict(placement_scores or {})
+        zones.sort(key=lambda s: self.placement_scores.get(s.offer, 10) <= LOW_PLACEMENT_SCORE)  # stable: rank order within
         if not policy.multi_zone:
             zones = zones[:1]
         self.zones: tuple[ScoredOffer, ...] = tuple(zones)
@@ -177,6 +185,8 @@ class PlacementDriver:
             o = offer.offer
             data["offer"] = {"cloud": o.cloud, "region": o.region, "zone": o.zone, "spot": o.spot,
                              "price_usd_per_hour": o.price_usd_per_hour}  # fmt: skip
+            if o in self.placement_scores:
+                data["offer"]["placement_score"] = self.placement_scores[o]
         if d.choice is Choice.SPOT:
             data["zone_index"] = d.zone
         return data

@@ -27,7 +27,9 @@ from launcher.providers.base import (
     InstanceInfo,
     Provider,
 )
+from launcher.providers.aws_placement_scores import spot_placement_scores
 from launcher.providers.notice import AWS_NOTICE, PreemptionNoticeSource
+from pricing.models import Offer
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,7 @@ class AwsProvider(Provider):
         self.max_queries_per_call = _MAX_QUERIES
         self.clock = clock or (lambda: datetime.now(UTC))
         self._session = session
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients: dict[tuple[str, str, bool], Any] = {}
         # boto3 sessions are not thread-safe (clients are): the region scan's threads make
         # their clients one at a time.
         self._clients_lock = threading.Lock()
@@ -121,14 +123,18 @@ class AwsProvider(Provider):
             self._session = boto3.Session()
         return self._session
 
-    def client(self, service: str, region: str) -> Any:
-        """A cached boto3 client with retries on throttling (botocore retry modes)."""
-        key = (service, region)
+    def client(self, service: str, region: str, *, quick: bool = False) -> Any:
+        """A cached boto3 client with retries on throttling (botocore retry modes). `quick`: short
+        timeouts and two attempts, for calls whose answer is only a hint (a few seconds at most)."""
+        key = (service, region, quick)
         with self._clients_lock:
             if key not in self._clients:
                 from botocore.config import Config
 
-                cfg = Config(retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts})
+                if quick:
+                    cfg = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=3, read_timeout=5)
+                else:
+                    cfg = Config(retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts})
                 kwargs: dict[str, Any] = {"region_name": region, "config": cfg}
                 if self.endpoint_url:
                     kwargs["endpoint_url"] = self.endpoint_url
@@ -154,6 +160,7 @@ class AwsProvider(Provider):
     def _api(call: Callable[[], Any], *, ok_codes: tuple[str, ...] = ()) -> Any:
         """Run one API call; botocore already retried throttling. Map failures to ProviderError."""
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.parsers import ResponseParserError
 
         try:
             return call()
@@ -167,6 +174,8 @@ class AwsProvider(Provider):
             raise ProviderError(f"AWS {e.operation_name} failed: {code}: {message}") from e
         except BotoCoreError as e:
             raise ProviderError(f"AWS call failed: {e}") from e
+        except ResponseParserError as e:  # e.g. an HTML error page from a proxy or an emulator
+            raise ProviderError(f"AWS call failed: the endpoint's answer could not be read ({str(e)[:120]})") from e
 
     # ---- Provider -----------------------------------------------------------------------------
     def credentials(self, *, verify: bool = False) -> CredentialStatus:
@@ -284,6 +293,12 @@ class AwsProvider(Provider):
     def was_preempted(self, region: str, instance_id: str) -> bool:
         inst = self._describe(region, instance_id)
         return bool(inst and inst.get("StateReason", {}).get("Code") == SPOT_RECLAIM_CODE)
+
+    def spot_placement_scores(self, offers: Sequence[Offer], num_nodes: int) -> dict[Offer, int]:
+        """EC2 spot placement scores per offer (`aws_placement_scores`); needs ec2:GetSpotPlacementScores
+        and ec2:DescribeAvailabilityZones. Quick clients: the scores only order the plan's zones."""
+        return spot_placement_scores(offers, num_nodes, client=lambda r: self.client("ec2", r, quick=True), api=self._api,
+                                     query_region=self._home_region())  # fmt: skip
 
     def terminate_instance(self, region: str, instance_id: str) -> None:
         """Idempotent: an unknown or already-terminated instance is success."""

@@ -3,13 +3,14 @@
 Required: credentials, provision, terminate (idempotent: already gone = success), list_instances.
 The reaper's instance operations (tag, untag, stop, terminate one instance, idle signals) have
 defaults that say "not supported". Opt-in capabilities are declared Protocols, checked with
-isinstance: PreemptionNotices, ReclaimCheck, SpotCapacity, PartialListing, BatchIdleSignals,
-BillingAccounts.
+isinstance: PreemptionNotices, ReclaimCheck, SpotCapacity, SpotPlacementScores, PartialListing,
+BatchIdleSignals, BillingAccounts.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -103,7 +104,7 @@ class Provider(abc.ABC):
         """Instances carrying our managed tag (and tag_filter), across regions."""
 
     # Optional capabilities are the Protocols below (PreemptionNotices, ReclaimCheck,
-    # SpotCapacity, PartialListing, BatchIdleSignals): callers check them with isinstance.
+    # SpotCapacity, SpotPlacementScores, PartialListing, BatchIdleSignals): callers check them with isinstance.
     notice_poll_s: float | None = None  # how often the controller may ask preemption_notice (None: its default)
 
     def instance_state(self, region: str, instance_id: str) -> str | None:
@@ -149,6 +150,14 @@ class ReclaimCheck(Protocol):
 class SpotCapacity(Protocol):
     def spot_available(self, offer: Offer, now: datetime) -> bool | None:
         """Whether spot capacity for this offer exists right now; None = unknown (try it)."""
+
+
+@runtime_checkable
+class SpotPlacementScores(Protocol):
+    def spot_placement_scores(self, offers: Sequence[Offer], num_nodes: int) -> dict[Offer, int]:
+        """The cloud's score (1-10, 10 = a request is most likely to succeed) for getting `num_nodes`
+        spot instances of each offer now. Offers it cannot score are left out; raises ProviderError
+        when the cloud refuses to answer (the caller decides whether that matters)."""
 
 
 @runtime_checkable

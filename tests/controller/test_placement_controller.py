@@ -4,6 +4,7 @@ to another zone of the plan, with the reason in the ledger."""
 from __future__ import annotations
 
 from launcher.controller.controller import Controller
+from launcher.errors import ProviderError
 from launcher.executors.base import Outcome
 from launcher.policies.registry import get_placement_policy
 from tests.controller.conftest import make_deps, make_job
@@ -44,3 +45,50 @@ def test_capacity_error_in_one_zone_moves_the_next_placement_to_another(ledger, 
     spot_regions = [p["offer"]["region"] for p in placed if p["decision"] == "spot"]
     assert spot_regions[0] == "east" and spot_regions[-1] == "west"
     assert placed[-1]["zone_index"] == 1 and "slack_hours" in placed[-1]
+
+
+class ScoringProvider(ScriptedProvider):
+    """A cloud that reports spot placement scores (or fails to)."""
+
+    def __init__(self, scores: dict[str, int] | None, **kw) -> None:
+        super().__init__(**kw)
+        self.scores = scores
+        self.asked: list[tuple[list[str], int]] = []
+
+    def spot_placement_scores(self, offers, num_nodes):
+        self.asked.append(([o.region for o in offers], num_nodes))
+        if self.scores is None:
+            raise ProviderError("AWS GetSpotPlacementScores failed: UnauthorizedOperation: not allowed")
+        return {o: self.scores[o.region] for o in offers if o.region in self.scores}
+
+
+def run_with(ledger, tmp_path, provider):
+    offers = [offer("east", 1.0), offer("west", 1.1), offer("east", 3.0, spot=False)]
+    job = make_job(ledger, tmp_path, offers=offers, spec_text="run: python train.py\nlauncher: {deadline: 10h}\n")
+    executor = ScriptedExecutor([lambda: ScriptedExecution(Outcome.SUCCEEDED)])
+    clock = Clock()
+    deps = make_deps(ledger, provider, executor, clock=clock, placement_policy=get_placement_policy("multi-zone"),
+                     placement_tick_s=60.0, capacity_retry_s=1.0)  # fmt: skip
+    deps.sleep, deps.poll_interval_s = clock.sleep, 0.25
+    return job, Controller(job, deps).run()
+
+
+def test_a_zone_the_cloud_scores_unlikely_is_tried_after_the_others(ledger, tmp_path):
+    provider = ScoringProvider({"east": 2, "west": 9})
+    job, result = run_with(ledger, tmp_path, provider)
+    assert result.state == "succeeded"
+    assert provider.asked == [(["east", "west"], 1)]  # once, the plan's spot offers only
+    # east ranks first but is scored 2 of 10: the job starts in west and never needs east.
+    assert [r.offer.region for r in provider.provisioned] == ["west"]
+    (scored,) = [e.data for e in ledger.events(job.run_id, kind="placement_scores")]
+    assert sorted((s["region"], s["score"]) for s in scored["scores"]) == [("east", 2), ("west", 9)]
+    first = next(e.data for e in ledger.events(job.run_id, kind="placement") if e.data["decision"] == "spot")
+    assert first["offer"]["region"] == "west" and first["offer"]["placement_score"] == 9 and first["zone_index"] == 0
+
+
+def test_a_cloud_that_cannot_score_keeps_the_rank_order_and_says_why(ledger, tmp_path):
+    provider = ScoringProvider(None)
+    job, result = run_with(ledger, tmp_path, provider)
+    assert result.state == "succeeded" and [r.offer.region for r in provider.provisioned] == ["east"]
+    (ev,) = [e.data for e in ledger.events(job.run_id, kind="placement_scores")]
+    assert ev["cloud"] == "fake" and "UnauthorizedOperation" in ev["error"]

@@ -83,3 +83,29 @@ def test_work_past_the_estimate_is_never_done():
     assert st.work_total_hours > st.work_done_hours
     dec = d.decide(st)
     assert dec.choice is Choice.SPOT and dec.reason != "done"
+
+
+def test_zones_the_cloud_scores_unlikely_go_last_and_events_carry_the_score():
+    C = so(5, "eu-west-1", "eu-west-1a", True, 1.2)
+    ranked = (A, B, C, OD_CHEAP)
+
+    def with_scores(policy: str, *pairs: tuple[ScoredOffer, int]) -> PlacementDriver:
+        return PlacementDriver(get_placement_policy(policy), ranked, work_hours=10, deadline_hours=20,
+                               restart_overhead_s=720, tick_s=60, capacity=lambda o: None,
+                               placement_scores={s.offer: v for s, v in pairs})  # fmt: skip
+
+    # A scored 2 ("not likely"): after the others, which keep their rank order; unscored counts as fine.
+    assert with_scores("multi-zone", (A, 2), (B, 7)).zones == (B, C, A)
+    assert with_scores("multi-zone", (A, 4), (B, 10)).zones == (A, B, C)  # above the low band: rank decides
+    assert with_scores("multi-zone", (A, 3), (B, 1), (C, 3)).zones == (A, B, C)  # all low: rank order again
+    single = with_scores("deadline-aware", (A, 1))
+    assert single.zones == (B,)  # one zone: the best ranked spot offer the cloud does not score low
+    st = single.state(elapsed_s=0, work_done_s=0, held=Held(Choice.NONE), overhead_left_s=0, preemptions=0,
+                      capacity=single.capacity())  # fmt: skip
+    dec = single.decide(st)
+    assert dec.choice is Choice.SPOT and single.offer_for(dec) is B
+    assert "placement_score" not in single.event(dec, st)["offer"]  # B was not scored
+    scored_b = with_scores("deadline-aware", (A, 1), (B, 8))
+    st = scored_b.state(elapsed_s=0, work_done_s=0, held=Held(Choice.NONE), overhead_left_s=0, preemptions=0,
+                        capacity=scored_b.capacity())  # fmt: skip
+    assert scored_b.event(scored_b.decide(st), st)["offer"]["placement_score"] == 8
