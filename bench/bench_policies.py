@@ -237,7 +237,10 @@ def goals(holdout: dict, public_multi: dict | None) -> list[tuple[str, bool, str
     out.append(("greedy ahead of deadline-aware in no regime (hold-out)", not behind, ", ".join(behind)))
     if public_multi is not None:
         v = public_multi["multi-zone"]["cost_vs_home_opt"]
-        out.append(("multi-zone mean <= 0.6x home-zone optimum (public 9-zone)", v <= 0.6, f"{v:.3f}"))
+        out.append(("multi-zone mean <= 0.6x home-zone optimum (public 9-zone, mean of per-case ratios)", v <= 0.6, f"{v:.3f}"))
+        t = public_multi["multi-zone"]["total_vs_home_opt"]
+        out.append(("multi-zone <= 0.6x home-zone optimum (public 9-zone, ratio of totals: the issue's own measure)",
+                    t <= 0.6, f"{t:.3f}"))
     return out
 
 
@@ -290,6 +293,9 @@ def public_multi_table(rows: list[dict]) -> dict:
         "cost_vs_multi_opt": statistics.fmean(r["multi-zone"] / r["opt_multi"] for r in ok),
         "deadline_aware_vs_home_opt": statistics.fmean(r["deadline-aware"] / r["opt_home"] for r in ok),
         "multi_opt_vs_home_opt": statistics.fmean(r["opt_multi"] / r["opt_home"] for r in ok),
+        # Total cost over total home-zone optimum: how the "about 0.58x" was computed (README).
+        "total_vs_home_opt": sum(r["multi-zone"] for r in ok) / sum(r["opt_home"] for r in ok),
+        "multi_opt_total_vs_home_opt": sum(r["opt_multi"] for r in ok) / sum(r["opt_home"] for r in ok),
         "worst_vs_deadline_aware": max(r["multi-zone"] / r["deadline-aware"] for r in ok),
         "misses": sum(r["miss"] for r in ok),
     }
@@ -298,6 +304,8 @@ def public_multi_table(rows: list[dict]) -> dict:
           f"   exact multi-zone optimum {out['multi_opt_vs_home_opt']:.3f}   multi-zone / multi-zone optimum "
           f"{out['cost_vs_multi_opt']:.3f}   worst multi-zone / deadline-aware {out['worst_vs_deadline_aware']:.3f}"
           f"   misses {out['misses']}")
+    print(f"  totals (sum of costs / sum of home-zone optima): multi-zone {out['total_vs_home_opt']:.3f}"
+          f"   exact multi-zone optimum {out['multi_opt_total_vs_home_opt']:.3f}")
     return out
 
 
