@@ -53,8 +53,8 @@ def launch(
     simulate_within: float | None = typer.Option(
         None, "--simulate-within", metavar="SECONDS", help="--simulate-preemptions N: random times within this many seconds of each run start (default: half the expected run split over the N+1 attempts)."
     ),
-    simulate_trace: Path | None = typer.Option(
-        None, "--simulate-trace", metavar="FILE", help="Local backend follows this spot trace ({metadata: {gap_seconds}, data: [0|1, ...]}, 1 = no capacity)."
+    simulate_trace: list[Path] | None = typer.Option(
+        None, "--simulate-trace", metavar="FILE", help="Local backend follows this spot trace ({metadata: {gap_seconds}, data: [0|1, ...]}, 1 = no capacity). Repeat it for several zones of simulated spot capacity, each named by its file name."
     ),
     trace_speedup: float = typer.Option(1.0, "--trace-speedup", help="Replay the trace this many times faster than real time."),
     simulate_price: str | None = typer.Option(
@@ -83,7 +83,7 @@ def launch(
     flags = LaunchFlags(
         clouds=tuple(cloud), spot=spot, catalog_dir=catalog_dir or GLOBALS.catalog_dir, dry_run=dry_run,
         ssh_cidr=ssh_cidr, simulate_preemptions=simulate_preemptions, simulate_seed=simulate_seed,
-        simulate_within_s=simulate_within, simulate_trace=simulate_trace, trace_speedup=trace_speedup,
+        simulate_within_s=simulate_within, simulate_trace=tuple(simulate_trace or ()), trace_speedup=trace_speedup,
         trace_start_tick=trace_start_tick, simulate_price=simulate_price, grace_s=grace_seconds,
     )  # fmt: skip
     prepared = prepare_launch(spec, flags)  # everything wrong with the input is refused here

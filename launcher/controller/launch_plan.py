@@ -33,7 +33,7 @@ class LaunchFlags:
     simulate_preemptions: str | None = None
     simulate_seed: int = 0
     simulate_within_s: float | None = None
-    simulate_trace: Path | None = None
+    simulate_trace: tuple[Path, ...] = ()  # one per simulated zone (one: the local machine, no zone)
     trace_speedup: float = 1.0
     trace_start_tick: int = 0
     simulate_price: str | None = None
@@ -73,7 +73,7 @@ class PreparedLaunch:
         f = self.flags
         return LaunchOptions(
             simulate_preemptions=f.simulate_preemptions, simulate_seed=f.simulate_seed, simulate_within_s=f.simulate_within_s,
-            simulate_trace=str(f.simulate_trace) if f.simulate_trace else None, trace_speedup=f.trace_speedup,
+            simulate_trace=[str(p) for p in f.simulate_trace] or None, trace_speedup=f.trace_speedup,
             trace_start_tick=f.trace_start_tick, grace_s=f.grace_s, ssh_cidr=self.ssh_cidr,
             simulate_price=self.simulate_price,
         )  # fmt: skip
@@ -93,14 +93,16 @@ def prepare_launch(spec: Path, flags: LaunchFlags) -> PreparedLaunch:
             PreemptionSchedule.parse(flags.simulate_preemptions)
         except ValueError as e:
             raise BadInputError(str(e)) from None
-    if flags.simulate_trace is not None:
-        from launcher.providers.local import SpotTrace
+    zones: tuple[str, ...] = ()
+    if flags.simulate_trace:
+        from launcher.providers.local import load_traces
 
         try:
-            SpotTrace.load(flags.simulate_trace, speedup=flags.trace_speedup, start_tick=flags.trace_start_tick)
+            _, zone_traces = load_traces(flags.simulate_trace, speedup=flags.trace_speedup, start_tick=flags.trace_start_tick)
         except ValueError as e:
             raise BadInputError(str(e)) from None
-    simulated = flags.simulate_preemptions is not None or flags.simulate_trace is not None
+        zones = tuple(zone_traces)
+    simulated = flags.simulate_preemptions is not None or bool(flags.simulate_trace)
     from launcher.providers.local import SIMULATE_PRICE_ENV, SimulatedPrices
 
     if flags.simulate_price is not None:
@@ -141,6 +143,7 @@ def prepare_launch(spec: Path, flags: LaunchFlags) -> PreparedLaunch:
             overrides=Overrides(clouds=clouds, spot=flags.spot),
             catalog_dir=flags.catalog_dir,
             local_offer=local_offer(simulated=simulated, simulate_price=price_text),
+            local_zones=zones,
             dry_run=dry_run,
             statuses=statuses,
         )

@@ -42,7 +42,9 @@ class LaunchOptions:
     simulate_preemptions: str | None = None  # 'N' or '5,12,30' (seconds into each attempt)
     simulate_seed: int = 0
     simulate_within_s: float | None = None  # horizon for N random preemptions (default: simulated_preemptions.default_window_s)
-    simulate_trace: str | None = None  # spot trace JSON the local backend follows
+    # Spot trace JSON files the local backend follows: one, or one per simulated zone (a run
+    # launched before zones stored one path as a string; `trace_files` reads both).
+    simulate_trace: list[str] | str | None = None
     trace_speedup: float = 1.0
     trace_start_tick: int = 0
     ssh_cidr: str | None = None  # clouds: who may SSH into the cluster (e.g. your IP/32)
@@ -50,6 +52,11 @@ class LaunchOptions:
     grace_s: float = DEFAULT_GRACE_SECONDS
     spec_path: str | None = None
     base_dir: str | None = None
+
+
+def trace_files(opts: LaunchOptions) -> list[str]:
+    t = opts.simulate_trace
+    return [t] if isinstance(t, str) else list(t or [])
 
 
 def run_dir(run_id: str) -> Path:
@@ -94,7 +101,7 @@ def prepare_run(loaded: LoadedSpec, plan: Plan, options: LaunchOptions, ledger: 
 
     opts = replace(
         options,
-        simulate_trace=str(Path(options.simulate_trace).resolve()) if options.simulate_trace else None,
+        simulate_trace=[str(Path(p).resolve()) for p in trace_files(options)] or None,
         spec_path=str(loaded.path) if loaded.path else None,
         base_dir=str(loaded.base_dir),
     )
@@ -135,15 +142,13 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger: LedgerReader, ex
     from launcher.ledger.records import EndReason
     from launcher.providers import registry
     from launcher.controller.simulated_preemptions import default_window_s, requested_count
-    from launcher.providers.local import LocalProvider, PreemptionSchedule, SimulatedPrices, SpotTrace
+    from launcher.providers.local import LocalProvider, PreemptionSchedule, SimulatedPrices, load_traces
 
     schedule = None
     if opts.simulate_preemptions:
         horizon = opts.simulate_within_s or default_window_s(expected_hours, requested_count(opts.simulate_preemptions) or 0)
         schedule = PreemptionSchedule.parse(opts.simulate_preemptions, seed=opts.simulate_seed, horizon_s=horizon)
-    trace = None
-    if opts.simulate_trace:
-        trace = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
+    trace, zone_traces = load_traces(trace_files(opts), speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
     # Only spot placements consume the schedule (and only those that were provisioned).
     previous_local = sum(
         1
@@ -151,7 +156,7 @@ def make_provider_for(run_id: str, opts: LaunchOptions, ledger: LedgerReader, ex
         if a.cloud == "local" and a.spot and a.end_reason != EndReason.PROVISION_FAILED
     )
     prices = SimulatedPrices.parse(opts.simulate_price) if opts.simulate_price else None
-    local = LocalProvider(schedule, trace=trace, placements_before=previous_local, prices=prices)
+    local = LocalProvider(schedule, trace=trace, zone_traces=zone_traces, placements_before=previous_local, prices=prices)
     return registry.lookup({"local": local})
 
 
@@ -187,11 +192,11 @@ def run_controller(
 
     job, opts, loaded = load_job(run_id, ledger)
     retry_s = 5.0
-    if opts.simulate_trace:  # retry about once per (compressed) trace tick
-        from launcher.providers.local import SpotTrace
+    if trace_files(opts):  # retry about once per (compressed) trace tick
+        from launcher.providers.local import load_traces
 
-        t = SpotTrace.load(opts.simulate_trace, speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
-        retry_s = max(0.05, min(5.0, t.gap_seconds / t.speedup))
+        one, zones = load_traces(trace_files(opts), speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
+        retry_s = max(0.05, min(5.0, min(t.gap_seconds / t.speedup for t in ([one] if one else zones.values()))))
     from launcher.controller.placement import placement_for
 
     policy = recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None)

@@ -61,6 +61,7 @@ def make_plan(
     overrides: Overrides = Overrides(),
     catalog_dir: Path | None = None,
     local_offer: Offer | None = None,
+    local_zones: tuple[str, ...] = (),
     enabled: Mapping[str, bool] | None = None,
     statuses: Mapping[str, CredentialStatus] | None = None,
     project_budget=None,
@@ -127,7 +128,7 @@ def make_plan(
     def plan_with(usable: Mapping[str, bool]) -> Plan:
         return build_plan(
             loaded, enabled=usable, local_offer=local_offer, rank_cloud=ranker, overrides=overrides,
-            project_budget=project_budget, spend=spend,
+            project_budget=project_budget, spend=spend, local_zones=local_zones,
         )  # fmt: skip
 
     declared = declared_statuses(clusters, reach)

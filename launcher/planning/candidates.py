@@ -82,11 +82,14 @@ def local_scored(offer: Offer, work_hours: float) -> ScoredOffer:
     )
 
 
-def local_group(offer: Offer, work_hours: float, overrides: Overrides, index: int) -> list[Candidate]:
-    """The local candidates of one alternative. Simulated spot capacity priced with a dearer
-    on-demand price (`--simulate-price SPOT,ON_DEMAND`) also offers its on-demand variant (never
-    preempted) right after it, so a recovery policy can move to on-demand as on a cloud."""
-    group = [Candidate(local_scored(offer, work_hours), index)]
+def local_group(offer: Offer, work_hours: float, overrides: Overrides, index: int,
+                zones: tuple[str, ...] = ()) -> list[Candidate]:  # fmt: skip
+    """The local candidates of one alternative: the offer, or one per simulated spot zone (in the
+    order given). Simulated spot capacity priced with a dearer on-demand price (`--simulate-price
+    SPOT,ON_DEMAND`) also offers its on-demand variant (never preempted) right after them, so a
+    recovery policy can move to on-demand as on a cloud."""
+    offers = [replace(offer, zone=z) for z in zones] if offer.spot and zones else [offer]
+    group = [Candidate(local_scored(o, work_hours), index) for o in offers]
     od_price = offer.on_demand_price_usd_per_hour
     if offer.spot and overrides.spot is not True and od_price is not None and od_price > offer.price_usd_per_hour:
         od = replace(offer, spot=False, price_usd_per_hour=od_price)
@@ -101,6 +104,7 @@ def rank_candidates(
     local_offer: Offer,
     rank_cloud: Callable[[OfferQuery], list[ScoredOffer]],
     overrides: Overrides = Overrides(),
+    local_zones: tuple[str, ...] = (),
 ) -> tuple[list[Candidate], list[str]]:
     """Ranked candidates plus the reasons alternatives produced nothing.
 
@@ -128,7 +132,7 @@ def rank_candidates(
                 if why:
                     reasons.append(f"{label}: local backend: {why}")
                 else:
-                    group = local_group(local_offer, work_hours, overrides, i)
+                    group = local_group(local_offer, work_hours, overrides, i, local_zones)
                     (cloud_groups if ordered else local_groups).append(group)
             if place.is_local:
                 continue

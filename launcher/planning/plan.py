@@ -87,12 +87,15 @@ def build_plan(
     project_budget: ProjectBudgetLookup | None = None,
     spend: SpendLookup | None = None,
     now: datetime | None = None,
+    local_zones: tuple[str, ...] = (),
 ) -> Plan:
-    """Rank and budget-check (does not refuse: call `plan.budget.enforce()`)."""
+    """Rank and budget-check (does not refuse: call `plan.budget.enforce()`). `local_zones`: the
+    local backend's simulated spot zones (one local spot offer each)."""
     spec = loaded.spec
     cands, notes = rank_candidates(
-        loaded, enabled=enabled, local_offer=local_offer, rank_cloud=rank_cloud, overrides=overrides
-    )
+        loaded, enabled=enabled, local_offer=local_offer, rank_cloud=rank_cloud, overrides=overrides,
+        local_zones=local_zones,
+    )  # fmt: skip
     cost = cands[0].scored.expected_cost_usd * spec.num_nodes
     budget = check_budget(
         cost,
@@ -120,7 +123,8 @@ def build_plan(
 def offer_label(o: Offer) -> str:
     if o.cloud == "local":
         market = "simulated spot" if o.spot else ("simulated on-demand" if o.price_usd_per_hour else "free")
-        return f"local (this machine, {o.vcpus or 1:g} CPUs, no GPU, {market}, ${o.price_usd_per_hour:.4g}/h)"
+        zone = f"/{o.zone}" if o.zone else ""  # a simulated spot zone (--simulate-trace per zone)
+        return f"local{zone} (this machine, {o.vcpus or 1:g} CPUs, no GPU, {market}, ${o.price_usd_per_hour:.4g}/h)"
     where = "/".join(p for p in (o.cloud, o.region, o.zone) if p)
     gpu = f"{o.accelerator}:{o.accelerator_count}" if o.accelerator else "CPU"
     market = "spot" if o.spot else "on-demand"

@@ -10,7 +10,9 @@ PREEMPTED_EXIT_CODE, and the controller recovers on the next placement). With a 
 local offer is marked `spot=True`, so policies see it as spot capacity. With a `SpotTrace` it
 follows real spot availability instead: provisioning spot fails while the trace has no capacity,
 a running spot cluster gets a notice when capacity goes, and `spot_available` tells the
-controller (and so the recovery policy) whether capacity is there now.
+controller (and so the recovery policy) whether capacity is there now. With `zone_traces` (one
+trace per named zone) it is several zones of simulated spot capacity: one spot offer per zone
+(`offers()`), each following its own trace, so `multi-zone` placement runs end to end locally.
 
 Prices: the local machine costs nothing, so by default every attempt costs $0. To see the cost
 side of a simulation (attempt costs, a spot/on-demand trade-off) give the simulated capacity a
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from launcher.errors import ProviderError
 from launcher.providers.local_instances import StopCluster
@@ -144,11 +146,27 @@ class SpotTrace:
         return cls(data, gap, speedup, start_tick)
 
     def tick_at(self, elapsed_s: float) -> int:
-        return self.start_tick + int(elapsed_s * self.speedup / self.gap_seconds)
+        # The epsilon: a clock summed from sleeps may land a hair before a tick boundary.
+        return self.start_tick + int(elapsed_s * self.speedup / self.gap_seconds + 1e-9)
 
     def available_at(self, elapsed_s: float) -> bool:
         tick = self.tick_at(elapsed_s)
         return tick >= len(self.data) or self.data[tick] == 0
+
+
+def load_traces(paths, *, speedup: float = 1.0, start_tick: int = 0) -> tuple[SpotTrace | None, dict[str, SpotTrace]]:
+    """`--simulate-trace` files: one is the local machine's spot capacity (no zone); several are
+    that many zones, each named by its file name without `.json`, in the order given. ValueError
+    (readable) on a bad file or two files of one name."""
+    paths = [paths] if isinstance(paths, str | os.PathLike) else list(paths or ())
+    traces = [SpotTrace.load(p, speedup=speedup, start_tick=start_tick) for p in paths]
+    if len(traces) <= 1:
+        return (traces[0] if traces else None), {}
+    names = [os.path.basename(str(p)).removesuffix(".json") for p in paths]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"--simulate-trace: zones are named by file name, and {dup[0]!r} is given twice")
+    return None, dict(zip(names, traces))
 
 
 def _memory_gib() -> float | None:
@@ -171,6 +189,7 @@ class LocalProvider(Provider):
         preemptions: PreemptionSchedule | None = None,
         *,
         trace: SpotTrace | None = None,
+        zone_traces: dict[str, SpotTrace] | None = None,
         placements_before: int = 0,
         clock=None,
         prices: SimulatedPrices | None = None,
@@ -178,7 +197,8 @@ class LocalProvider(Provider):
     ) -> None:
         """`placements_before`: local spot placements this run already had (a resumed controller
         continues the schedule where the previous one stopped). With a `trace`, capacity
-        comes and goes as the trace says (time 0 = when this provider was created).
+        comes and goes as the trace says (time 0 = when this provider was created); with
+        `zone_traces`, per zone (the offers' `zone`), in the order given.
         `prices`: notional prices in simulated-spot mode (default: $SIMULATE_PRICE_ENV, else free).
         `stop_cluster(ledger, cluster)`: how the reaper ends a local cluster's run (the CLI passes
         `launcher down`); without it the reaper can mark local clusters but not end them."""
@@ -186,12 +206,16 @@ class LocalProvider(Provider):
 
         self.preemptions = preemptions
         self._stop_cluster = stop_cluster
+        if trace is not None and zone_traces:
+            raise ValueError("give a trace or zone_traces, not both")
         self.trace = trace
+        self.zone_traces = dict(zone_traces or {})
         self.reaper_extra_age_s = 0.0  # tests age the jobs the reaper sees, as they age `now`
         self._clock = clock or time.monotonic
         self._t0 = self._clock()
         self._provisioned = placements_before
         self._attempt_index: dict[str, int] = {}  # spot cluster -> index into the schedule
+        self._cluster_zone: dict[str, str | None] = {}  # spot cluster -> its simulated zone
         if prices is None and self.simulated_spot:
             prices = SimulatedPrices.parse(os.environ.get(SIMULATE_PRICE_ENV))
         self.prices = prices if self.simulated_spot and prices is not None else SimulatedPrices()
@@ -217,21 +241,27 @@ class LocalProvider(Provider):
             on_demand_price_usd_per_hour=self.prices.on_demand,
         )
 
+    def offers(self) -> tuple[Offer, ...]:
+        """One spot offer per simulated zone (in the order given), or the one offer."""
+        base = self.offer()
+        return tuple(replace(base, zone=z) for z in self.zone_traces) if self.zone_traces else (base,)
+
     @property
     def simulated_spot(self) -> bool:
-        return self.preemptions is not None or self.trace is not None
+        return self.preemptions is not None or self.trace is not None or bool(self.zone_traces)
 
     # ---- Provider -----------------------------------------------------------------------------
     def credentials(self) -> CredentialStatus:
         return CredentialStatus(LOCAL_CLOUD, True, "always available")
 
     def provision(self, request: ClusterRequest) -> ClusterHandle:
-        if request.offer.spot and self.trace is not None and not self._trace_available():
-            from launcher.errors import ProviderError
-
-            tick = self.trace.tick_at(self._clock() - self._t0)
-            raise ProviderError(f"no spot capacity (simulated trace, tick {tick})")
+        zone = request.offer.zone
+        trace = self._trace(zone)
+        if request.offer.spot and trace is not None and not trace.available_at(self._clock() - self._t0):
+            where = f" in zone {zone}" if zone else ""
+            raise ProviderError(f"no spot capacity{where} (simulated trace, tick {trace.tick_at(self._clock() - self._t0)})")
         if request.offer.spot:
+            self._cluster_zone[request.cluster] = zone
             self._attempt_index[request.cluster] = self._provisioned
             self._provisioned += 1
         nodes = tuple(Node(instance_id=f"{request.cluster}-n{r}", ip="127.0.0.1", rank=r) for r in range(request.num_nodes))
@@ -239,13 +269,14 @@ class LocalProvider(Provider):
             cluster=request.cluster,
             provider=LOCAL_CLOUD,
             region=LOCAL_REGION,
-            zone=None,
+            zone=zone,
             nodes=nodes,
         )
 
     def terminate(self, handle: ClusterHandle) -> None:
         """Nothing to release: the executor owns the processes. Idempotent."""
         self._attempt_index.pop(handle.cluster, None)
+        self._cluster_zone.pop(handle.cluster, None)
 
     # ---- what the reaper sees (launcher/providers/local_instances.py) --------------------------
     def _ledger(self):
@@ -289,8 +320,13 @@ class LocalProvider(Provider):
     stop_instance = terminate_instance  # a local cluster has no stopped state
 
     # ---- simulated spot capacity --------------------------------------------------------------
-    def _trace_available(self) -> bool:
-        return self.trace is None or self.trace.available_at(self._clock() - self._t0)
+    def _trace(self, zone: str | None) -> SpotTrace | None:
+        """The trace a zone follows: its own with `zone_traces` (a zone not simulated: None), else the one."""
+        return self.zone_traces.get(zone) if self.zone_traces else self.trace  # type: ignore[arg-type]
+
+    def _trace_available(self, zone: str | None = None) -> bool:
+        trace = self._trace(zone)
+        return trace is None or trace.available_at(self._clock() - self._t0)
 
     def spot_available(self, offer: Offer, now=None) -> bool | None:
         """Whether simulated spot capacity exists right now (None: not a simulated spot offer).
@@ -298,14 +334,18 @@ class LocalProvider(Provider):
         accepted for the Provider interface and not used."""
         if offer.cloud != LOCAL_CLOUD or not offer.spot or not self.simulated_spot:
             return None
-        return self._trace_available()
+        if self.zone_traces and offer.zone not in self.zone_traces:
+            return None
+        return self._trace_available(offer.zone)
 
     def preemption_notice(self, handle: ClusterHandle, running_s: float) -> str | None:
         """A reason string once the (spot) cluster is due to be preempted, else None."""
         if handle.cluster not in self._attempt_index:
             return None  # on-demand, or not ours: never preempted
-        if not self._trace_available():
-            return f"simulated trace: spot capacity gone at tick {self.trace.tick_at(self._clock() - self._t0)}"
+        zone = self._cluster_zone.get(handle.cluster)
+        if not self._trace_available(zone):
+            tick = self._trace(zone).tick_at(self._clock() - self._t0)
+            return f"simulated trace: spot capacity gone{f' in zone {zone}' if zone else ''} at tick {tick}"
         if self.preemptions is None:
             return None
         idx = self._attempt_index.get(handle.cluster)

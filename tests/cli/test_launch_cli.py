@@ -335,6 +335,34 @@ def test_spot_trace_flags_reach_the_local_backend(tmp_path):
     (run,) = ledger_runs()
     assert [(a.spot, a.end_reason) for a in ledger_attempts(run.run_id)] == [(True, "completed")]
 
+def test_repeated_spot_traces_are_zones_the_placement_policy_moves_between(tmp_path):
+    # Two zones of simulated spot capacity on the local backend: zone-a (ranked first) has capacity
+    # for the first 3 s of the run, zone-b throughout. The deadline leaves slack just under the
+    # reserve `multi-zone` keeps (4 restarts of 5 min), so once zone-a's capacity goes it does not
+    # wait for it: it moves the real job to zone-b, which resumes from its checkpoint.
+    a, b = tmp_path / "zone-a.json", tmp_path / "zone-b.json"
+    a.write_text('{"metadata": {"gap_seconds": 60}, "data": [0, 0, 0%s]}' % (", 1" * 2000))
+    b.write_text('{"metadata": {"gap_seconds": 60}, "data": [0]}')
+    spec = write_spec(tmp_path, counter_spec(200, "launcher: {deadline: 25m, expected_hours: 0.05}"))
+    r = run_cli("launch", str(spec), "--yes", "--simulate-trace", str(a), "--simulate-trace", str(b),
+                "--trace-speedup", "60", "--simulate-price", "1,3", "--grace-seconds", "5", timeout=180)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "done at 200"
+    (run,) = ledger_runs()
+    attempts = ledger_attempts(run.run_id)
+    assert (attempts[0].zone, attempts[0].spot) == ("zone-a", True)  # the best ranked zone first
+    assert (attempts[-1].zone, attempts[-1].spot, attempts[-1].end_reason) == ("zone-b", True, "completed")
+    assert all(x.zone == "zone-a" for x in attempts[:-1])  # no on-demand: the move kept it on spot
+    from launcher.ledger import Ledger
+
+    with Ledger() as led:
+        placed = [e.data for e in led.events(run.run_id, kind="placement")]
+    moves = [p for p in placed if p["decision"] == "spot" and p.get("zone_index") == 1]
+    assert moves and moves[0]["offer"]["zone"] == "zone-b" and "move to zone 1" in moves[0]["reason"]
+    starts = [int(x.split()[-1]) for x in r.stdout.splitlines() if "resumes at" in x]
+    assert len(starts) >= 2 and starts == sorted(starts)
+
+
 def test_fewer_simulated_preemptions_than_asked_are_explained(tmp_path):
     # The job counts to 10 (about 0.5 s); preemptions due within 60 s of each start cannot land.
     spec = write_spec(tmp_path, counter_spec(10, "launcher: {expected_hours: 0.01}"))

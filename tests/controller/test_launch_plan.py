@@ -47,3 +47,24 @@ def test_bad_flags_are_refused_before_anything_is_written(spec, launcher_home, f
 def test_parse_clouds_accepts_repeats_and_comma_lists():
     assert parse_clouds(["aws,gcp", "local"]) == ("aws", "gcp", "local")
     assert parse_clouds([]) is None
+
+
+def test_one_local_spot_offer_per_trace_zone_then_its_on_demand_variant(spec, launcher_home, tmp_path):
+    from launcher.controller.placement import placement_for
+    from launcher.controller.recovery import recovery_policy
+
+    files = []
+    for name in ("east-1a", "east-1b"):
+        f = tmp_path / f"{name}.json"
+        f.write_text('{"metadata": {"gap_seconds": 60}, "data": [0, 1]}')
+        files.append(f)
+    prepared = prepare_launch(spec, LaunchFlags(clouds=("local",), simulate_trace=tuple(files), simulate_price="1,3"))
+    ranked = [(s.offer.zone, s.offer.spot, s.offer.price_usd_per_hour) for s in prepared.plan.ranked]
+    assert ranked == [("east-1a", True, 1.0), ("east-1b", True, 1.0), (None, False, 3.0)]
+    assert any("local/east-1b (this machine" in x for x in prepared.lines())
+    assert prepared.options().simulate_trace == [str(f) for f in files]
+    policy = placement_for(recovery_policy(None, has_deadline=True), prepared.plan.ranked, has_deadline=True)
+    assert policy.name == "multi-zone"
+    # One file keeps today's meaning: the local machine itself is the spot capacity, no zone.
+    one = prepare_launch(spec, LaunchFlags(clouds=("local",), simulate_trace=(files[0],)))
+    assert [s.offer.zone for s in one.plan.ranked if s.offer.spot] == [None]
