@@ -50,6 +50,7 @@ from launcher.planning.plan import Plan
 from launcher.controller.observer import RunObserver
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
+from launcher.controller.placement_history import HISTORY_DAYS, zone_history
 from launcher.providers.base import (
     ClusterHandle,
     ClusterRequest,
@@ -97,6 +98,7 @@ class ControllerDeps:
     # (ledger, run_id) -> why the run must stop for budget, or None (polled with heartbeats)
     budget_stop: Callable[[object, str], str | None] | None = None
     restart_overhead_hours: float = 5.0 / 60
+    placement_history_days: float = HISTORY_DAYS  # other runs' spot attempts the placement policy starts from (0: none)
     # How often to look for new checkpoints in the job's store (a listing; remote stores cost calls).
     checkpoint_poll_s: float = 1.0
     checkpoint_poll_remote_s: float = 30.0
@@ -741,8 +743,23 @@ class Controller:
             self.d.placement_policy, tuple(self.job.plan.ranked), work_hours=self.job.plan.work_hours,
             deadline_hours=self.job.spec.launcher.deadline_hours, restart_overhead_s=self.d.restart_overhead_hours * 3600.0,
             tick_s=self.d.placement_tick_s, capacity=capacity, gap_hours=self.d.placement_gap_hours,
-            placement_scores=self._placement_scores(),
+            placement_scores=self._placement_scores(), history=self._placement_history(),
         )  # fmt: skip
+
+    def _placement_history(self) -> dict:
+        """Other runs' spot attempts in the plan's zones over the last `placement_history_days`."""
+        days = self.d.placement_history_days
+        if days <= 0:
+            return {}
+        since = datetime.now(UTC) - timedelta(days=days)
+        spot = [s.offer for s in self.job.plan.ranked if s.offer.spot]
+        history = zone_history(self.led.ended_spot_attempts(since=since), spot, exclude_run=self.job.run_id)
+        if history:
+            self.led.add_event(self.job.run_id, "placement_history", {"days": days, "zones": [
+                {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+                 "up_hours": round(h.up_hours, 4), "preemptions": h.preemptions}
+                for o, h in history.items()]})  # fmt: skip
+        return history
 
     def _placement_scores(self) -> dict:
         """The clouds' spot placement scores for the plan's spot offers, asked once per controller

@@ -13,7 +13,8 @@ the policy's zones onto the plan's offers:
 - on-demand = the cheapest on-demand offer of the plan (rank breaks ties).
 
 What the policy is shown is what the controller can observe: capacity per zone from the providers
-that know it (`Provider.spot_available`; unknown counts as available), the run's age and the work
+that know it (`Provider.spot_available`; unknown counts as available), what earlier runs' attempts saw
+of each zone's spot spells (`placement_history`, read from the ledger once), the run's age and the work
 done (time attempts spent in their `run` phase), the restart overhead still to pay (time since the
 attempt started, while it is still provisioning or in setup), and the preemptions so far.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from launcher.controller.placement_history import ZoneHistory
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
 from launcher.policies.registry import get_placement_policy
 from pricing.models import Offer, ScoredOffer
@@ -70,6 +72,7 @@ class PlacementDriver:
         capacity: Callable[[Offer], bool | None],
         gap_hours: float = 0.0,
         placement_scores: Mapping[Offer, int] | None = None,
+        history: Mapping[Offer, ZoneHistory] | None = None,
     ) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be positive")
@@ -97,6 +100,9 @@ class PlacementDriver:
         self._last: tuple | None = None
         self.last_zone = 0
         policy.reset()
+        self.history = {i: history[s.offer] for i, s in enumerate(self.zones) if history and s.offer in history}
+        for i, h in self.history.items():
+            policy.seed_history(i, h.up_hours, h.preemptions)
 
     # ---- what the policy sees ------------------------------------------------------------------
     def capacity(self) -> tuple[bool, ...]:

@@ -307,6 +307,15 @@ class Ledger(CostQueries, InfraRecords):
         with self._read() as c:
             return [attempt_from_row(r) for r in c.execute(q).all()]
 
+    def ended_spot_attempts(self, *, since: datetime, limit: int = 5000) -> list[AttemptRecord]:
+        """Spot attempts of any run that ended since `since`, newest first (at most `limit`): what
+        the placement policy learns about each zone's capacity before a run has seen any."""
+        a = m.attempts.c
+        q = (select(m.attempts).where(a.spot.is_(True), a.ended_at.is_not(None), a.ended_at >= since)
+             .order_by(a.ended_at.desc(), a.attempt_id).limit(limit))  # fmt: skip
+        with self._read() as c:
+            return [attempt_from_row(r) for r in c.execute(q).all()]
+
     # ---- events -------------------------------------------------------------------------------
     def add_event(
         self,

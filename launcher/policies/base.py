@@ -56,6 +56,10 @@ class PlacementPolicy(abc.ABC):
     def reset(self) -> None:  # noqa: B027 - optional hook
         """Called before a new run/case; clear per-run state."""
 
+    def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:  # noqa: B027 - optional hook
+        """What earlier runs saw of a zone's spot capacity (after `reset`); policies that learn
+        spells use it, the others ignore it."""
+
     @abc.abstractmethod
     def decide(self, state: DecisionState) -> Decision: ...
 

@@ -86,6 +86,9 @@ class DeadlineAwarePolicy(PlacementPolicy):
     def reset(self) -> None:
         self.spells = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
 
+    def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
+        self.spells.seed_up(zone, up_hours, preemptions)
+
     @staticmethod
     def hop_spell_hours(state: DecisionState) -> float:
         """Shortest expected spot spell for which leaving on-demand pays: the hop loses one overhead

@@ -12,14 +12,16 @@ Time seen up includes the spell still running and the part of the first spell be
 started is simply unseen; both are right for memoryless spells, and unlike an average of completed
 spells it does not call a zone that has been up for a day "short" because its only completed spell
 was the truncated first one. `w` is the prior's weight in spells: small, so that a few short spells
-are enough to recognise flapping capacity.
+are enough to recognise flapping capacity. `seed_up` adds what earlier runs saw of a zone (time held
+on its spot capacity and the preemptions that ended it) to the up spells, as if seen in this run.
 """
 
 from __future__ import annotations
 
 
 class SpellTracker:
-    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "_now", "_state", "_since", "_exposure", "_ends")
+    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "_now", "_state", "_since", "_exposure", "_ends",
+                 "_seed")  # fmt: skip
 
     def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 1.0) -> None:
         self.prior_up_hours = prior_up_hours
@@ -30,6 +32,14 @@ class SpellTracker:
         self._since: list[float] = []  # when the current spell was first seen
         self._exposure: list[list[float]] = []  # per zone: [completed time down, completed time up]
         self._ends: list[list[int]] = []  # per zone: [spells down ended, spells up ended]
+        self._seed: dict[int, tuple[float, int]] = {}  # zone -> (hours up seen before, up spells ended)
+
+    def seed_up(self, z: int, hours: float, ended: int) -> None:
+        """Evidence from before this run: `hours` on zone `z`'s spot capacity, `ended` of them
+        ended by a preemption."""
+        if hours < 0 or ended < 0:
+            raise ValueError("seed hours and spells must be >= 0")
+        self._seed[z] = (hours, ended)
 
     def observe(self, now_hours: float, available: tuple[bool, ...]) -> None:
         self._now = now_hours
@@ -48,10 +58,11 @@ class SpellTracker:
                 self._state[z], self._since[z] = up, now_hours
 
     def _mean(self, z: int, up: bool, prior: float) -> float:
+        seed_h, seed_n = self._seed.get(z, (0.0, 0)) if up else (0.0, 0)
         if z >= len(self._state):
-            return prior
+            return (self.prior_weight * prior + seed_h) / (self.prior_weight + seed_n)
         seen = self._exposure[z][int(up)] + (self._now - self._since[z] if self._state[z] == up else 0.0)
-        return (self.prior_weight * prior + seen) / (self.prior_weight + self._ends[z][int(up)])
+        return (self.prior_weight * prior + seed_h + seen) / (self.prior_weight + seed_n + self._ends[z][int(up)])
 
     def mean_up(self, z: int) -> float:
         """Expected length of an up spell in zone `z` (hours); also the expected time left of the

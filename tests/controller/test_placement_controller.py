@@ -3,6 +3,8 @@ to another zone of the plan, with the reason in the ledger."""
 
 from __future__ import annotations
 
+import pytest
+
 from launcher.controller.controller import Controller
 from launcher.errors import ProviderError
 from launcher.executors.base import Outcome
@@ -92,3 +94,21 @@ def test_a_cloud_that_cannot_score_keeps_the_rank_order_and_says_why(ledger, tmp
     assert result.state == "succeeded" and [r.offer.region for r in provider.provisioned] == ["east"]
     (ev,) = [e.data for e in ledger.events(job.run_id, kind="placement_scores")]
     assert ev["cloud"] == "fake" and "UnauthorizedOperation" in ev["error"]
+
+
+def test_the_controller_starts_from_other_runs_spells_in_the_plans_zones(ledger, tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from launcher.ledger import RunRecord
+    from launcher.ledger.records import NewAttempt
+
+    ledger.create_run(RunRecord(run_id="r-old", name="old", spec_hash="h", spec_yaml="run: x", project="p"))
+    start = datetime.now(UTC) - timedelta(hours=3)
+    for i in range(3):  # three 4-minute spells in east, each ended by a preemption
+        a = ledger.add_attempt("r-old", NewAttempt.from_offer(offer("east", 1.0)), started_at=start + timedelta(minutes=10 * i))
+        ledger.end_attempt(a.attempt_id, "preempted", ended_at=start + timedelta(minutes=10 * i + 4))
+    job, result = run_with(ledger, tmp_path, ScriptedProvider())
+    assert result.state == "succeeded"
+    (ev,) = [e.data for e in ledger.events(job.run_id, kind="placement_history")]
+    assert ev["days"] == 7.0 and [(z["region"], z["preemptions"]) for z in ev["zones"]] == [("east", 3)]
+    assert ev["zones"][0]["up_hours"] == pytest.approx(0.2)

@@ -230,6 +230,7 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
         budget_stop=lambda led, run_id: None, restart_overhead_hours=overhead_h, max_recoveries=10_000,
         placement_policy=get_placement_policy(policy), placement_tick_s=GAP_S, placement_gap_hours=GAP_S / 3600.0,
         checkpoint_poll_s=3600.0, max_wait_s=10 * deadline_ticks * GAP_S,
+        placement_history_days=0.0,  # the simulator knows no earlier runs: neither does the controller here
     )  # fmt: skip
     controller = Controller(job, deps)
     result = controller.run()

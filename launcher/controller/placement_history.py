@@ -1,0 +1,58 @@
+"""What earlier runs saw of each zone's spot capacity, from the ledger, for a new run's placement policy.
+
+A spot attempt that ran h hours and ended by a preemption is an up spell of h hours seen ending; one
+that ended otherwise (completed, moved, cancelled) is h hours of an up spell still running when we
+left. Summed per zone (cloud, region, zone, instance type), that is the evidence `SpellTracker`
+learns from within a run, so a run starts from what the team's last week of runs saw instead of
+from the prior alone: a zone whose capacity kept getting reclaimed after minutes is not where
+`multi-zone` hops first. Capped at `MAX_SEED_SPELLS` spells' worth, since capacity changes and the
+run's own spells must soon outweigh history. The local backend's capacity is simulated per run (a
+trace, time-compressed), so it has no history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from launcher.ledger.records import AttemptRecord, EndReason
+from pricing.models import Offer
+
+HISTORY_DAYS = 7.0
+MAX_SEED_SPELLS = 5
+MAX_SEED_HOURS = 24.0 * HISTORY_DAYS
+
+
+# A refused provision held nothing; an attempt closed by crash cleanup ended when it was found.
+_NOT_EVIDENCE = (EndReason.PROVISION_FAILED, EndReason.ABANDONED)
+
+
+@dataclass(frozen=True)
+class ZoneHistory:
+    up_hours: float  # time held on the zone's spot capacity
+    preemptions: int  # of those spells, how many the cloud ended
+
+
+def _key(cloud: str, region: str, zone: str | None, instance_type: str) -> tuple:
+    return (cloud, region, zone, instance_type)
+
+
+def zone_history(attempts: Iterable[AttemptRecord], offers: Sequence[Offer], *, exclude_run: str) -> dict[Offer, ZoneHistory]:
+    """Per spot offer of the plan, what other runs' ended spot attempts there saw (offers without
+    any: left out)."""
+    wanted = {_key(o.cloud, o.region, o.zone, o.instance_type): o for o in offers if o.spot and o.cloud != "local"}
+    hours: dict[tuple, float] = {}
+    ends: dict[tuple, int] = {}
+    for a in attempts:
+        k = _key(a.cloud, a.region, a.zone, a.instance_type)
+        if k not in wanted or a.run_id == exclude_run or a.ended_at is None or a.end_reason in _NOT_EVIDENCE:
+            continue
+        hours[k] = hours.get(k, 0.0) + max(0.0, (a.ended_at - a.started_at).total_seconds() / 3600.0)
+        ends[k] = ends.get(k, 0) + (a.end_reason == EndReason.PREEMPTED)
+    out = {}
+    for k, h in hours.items():
+        n = ends[k]
+        if n > MAX_SEED_SPELLS:  # keep the mean spell, at a bounded weight
+            h, n = h * MAX_SEED_SPELLS / n, MAX_SEED_SPELLS
+        out[wanted[k]] = ZoneHistory(min(h, MAX_SEED_HOURS), n)
+    return out
