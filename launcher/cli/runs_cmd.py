@@ -171,7 +171,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
         ["#", "WHERE", "$/H", "STARTED", "ENDED", "END", "EXIT", "COST $"],
         [
             [
-                a.seq, f"{a.cloud}/{a.region} {a.instance_type} {'spot' if a.spot else 'od'} x{a.num_nodes}",
+                a.seq, f"{a.cloud}/{a.region}{'/' + a.zone if a.zone else ''} {a.instance_type} {'spot' if a.spot else 'od'} x{a.num_nodes}",
                 f"{a.price_usd_per_hour:g}", a.started_at.strftime("%H:%M:%S"),
                 a.ended_at.strftime("%H:%M:%S") if a.ended_at else "", a.end_reason or a.state,
                 a.exit_code if a.exit_code is not None else "", f"{costs.get(a.attempt_id, 0.0):.4f}",
@@ -186,8 +186,20 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
     )
 
 
+_WHERE = ("cloud", "region", "zone")
+
+
 def _short(data: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in data.items())[:140]
+    """An event's data on one line; lists of places (placement scores, history) as cloud/region/zone."""
+    parts = []
+    for k, v in data.items():
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            v = "; ".join(
+                " ".join(["/".join(str(d[w]) for w in _WHERE if d.get(w))] + [f"{a}={b}" for a, b in d.items() if a not in _WHERE])
+                for d in v
+            )  # fmt: skip
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)[:140]
 
 
 @app.command("logs")

@@ -361,6 +361,8 @@ def test_repeated_spot_traces_are_zones_the_placement_policy_moves_between(tmp_p
     assert moves and moves[0]["offer"]["zone"] == "zone-b" and "move to zone 1" in moves[0]["reason"]
     starts = [int(x.split()[-1]) for x in r.stdout.splitlines() if "resumes at" in x]
     assert len(starts) >= 2 and starts == sorted(starts)
+    shown = run_cli("runs", "show", run.run_id)
+    assert shown.returncode == 0 and "local/local/zone-b local-cpu spot" in shown.stdout
 
 
 def test_fewer_simulated_preemptions_than_asked_are_explained(tmp_path):

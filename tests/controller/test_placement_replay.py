@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -220,7 +221,12 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
     loaded = load_spec_text(spec_text)
     led = Ledger()
     run_id = f"r-replay-{tmp_path.name}"
-    led.create_run(RunRecord(run_id=run_id, name="replay", spec_hash="h", spec_yaml=spec_text, project="p"))
+    # The controller's clock is the run's age when it starts (wall clock, from the ledger) plus the
+    # injected clock; the simulator's starts at 0. A created_at just ahead of now makes that age 0
+    # (it is clamped), so milliseconds spent before the controller starts do not shift its spells.
+    created = datetime.now(UTC) + timedelta(minutes=10)
+    led.create_run(RunRecord(run_id=run_id, name="replay", spec_hash="h", spec_yaml=spec_text, project="p",
+                             created_at=created))  # fmt: skip
     (tmp_path / run_id).mkdir(parents=True)
     job = RunJob(run_id, tmp_path / run_id, loaded.spec, plan, None, tmp_path / run_id / "ck", {"project": "p"}, grace_s=0.1)
     executor = TickExecutor(Job(work_ticks * GAP_S), clock, overhead_ticks * GAP_S)
