@@ -49,8 +49,8 @@ from launcher.ledger.records import (
 from launcher.planning.plan import Plan
 from launcher.controller.observer import RunObserver
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
-from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
 from launcher.controller.placement_history import HISTORY_DAYS, zone_history
+from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
 from launcher.providers.base import (
     ClusterHandle,
     ClusterRequest,
