@@ -113,11 +113,15 @@ class DeadlineAwarePolicy(PlacementPolicy):
                 return 4 * b.overhead
             return 2 * b.overhead
         if self.reserve_by_outages:
-            z = state.current_zone
             left_h = max(0.0, state.work_total_hours - state.work_done_hours)
-            outages = left_h / (self.spells.mean_up(z) + self.spells.mean_down(z))
+            outages = self._outages(state, left_h)
             return max(2 * b.overhead, self.reserve_overheads * b.overhead + 2 * b.overhead * outages)
         return max(2 * b.overhead, self.reserve_overheads * b.overhead + self.reserve_work_fraction * b.remaining)
+
+    def _outages(self, state: DecisionState, left_h: float) -> float:
+        """Outages expected in `left_h` hours of work: one per up and down spell of this zone."""
+        z = state.current_zone
+        return left_h / (self.spells.mean_up(z) + self.spells.mean_down(z))
 
     def hop_need_hours(self, state: DecisionState) -> float:
         """Expected spell this policy asks for before leaving on-demand: the break-even with a margin

@@ -6,6 +6,8 @@ pay for itself:
 - on a live spot cluster: stay (a move costs a restart and gains nothing while this one runs);
 - on on-demand: leave for the zone with capacity whose spells have been longest, when they are long
   enough to repay the hop (the same rule as `deadline-aware` in its own zone);
+- the reserve: as `deadline-aware`'s, but counting the larger of this zone's outages and those of
+  "some zone has capacity" (`_outages`);
 - idle, its zone without capacity: wait as `deadline-aware` would while the slack is above the
   reserve; move instead when the idle time expected waiting for this zone would use up the
   slack above the reserve, with a margin (see `_binding`), or
@@ -19,6 +21,7 @@ from __future__ import annotations
 from launcher.policies.base import Choice, Decision, DecisionState
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import Budget, budget, enforce
+from launcher.policies.spells import SpellTracker
 
 
 class MultiZonePolicy(DeadlineAwarePolicy):
@@ -26,14 +29,15 @@ class MultiZonePolicy(DeadlineAwarePolicy):
     multi_zone = True
 
     def __init__(self, *, move_when_binding: bool = True, bind_margin: float = 2.0, start_margin: float = 1.0,
-                 prior_up_fraction: float = 0.8, prior_fraction_hours: float = 1.0,
+                 prior_up_fraction: float = 0.8, prior_fraction_hours: float = 1.0, reserve_by_any_zone: bool = True,
                  **params) -> None:  # fmt: skip
         """`move_when_binding`: move while idle when waiting for this zone would eat the slack;
         `bind_margin`: the expected idle time waiting for this zone is multiplied by it before it
         is compared with the slack above the reserve (> 1: move before the slack would run out);
         `start_margin`: the expected spell a start in another zone asks for, in units of its
         break-even; `prior_up_fraction`, `prior_fraction_hours`: the share of time up assumed
-        before any is seen, and what it is worth."""
+        before any is seen, and what it is worth; `reserve_by_any_zone`: count the outages the
+        reserve is kept for also as spells of "some zone has capacity" (see `_outages`)."""
         super().__init__(**params)
         if bind_margin <= 0 or start_margin <= 0:
             raise ValueError("bind_margin and start_margin must be > 0")
@@ -42,6 +46,26 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         self.start_margin = start_margin
         self.prior_up_fraction = prior_up_fraction
         self.prior_fraction_hours = prior_fraction_hours
+        self.reserve_by_any_zone = reserve_by_any_zone
+        self.any_zone = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
+
+    def reset(self) -> None:
+        super().reset()
+        self.any_zone = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
+
+    def _observe(self, state: DecisionState) -> None:
+        super()._observe(state)
+        self.any_zone.observe(state.elapsed_hours, (any(state.spot_available),))
+
+    def _outages(self, state: DecisionState, left_h: float) -> float:
+        """Outages the reserve is kept for: this zone's, or as many as the spells of "some zone has
+        capacity" make, if more. A zone coming back is a hop off on-demand wherever it is, and when
+        zones fail apart they come back more often than one zone does: a reserve sized for one
+        zone's outages is spent on the others' and leaves the end of the job on on-demand."""
+        own = super()._outages(state, left_h)
+        if not self.reserve_by_any_zone:
+            return own
+        return max(own, left_h / (self.any_zone.mean_up(0) + self.any_zone.mean_down(0)))
 
     def _hops_pay(self, state: DecisionState) -> bool:
         return any(self._zone_hops_pay(state, z) for z in range(len(state.spot_available)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from launcher.policies.base import Choice, DecisionState
 from launcher.policies.registry import get_placement_policy
 
@@ -43,3 +45,24 @@ def test_idle_it_moves_only_when_waiting_for_its_zone_would_use_up_the_slack_abo
         assert (d.choice, d.zone) == expected, (deadline, d)
         if d.choice is Choice.SPOT:
             assert "use up the slack" in d.reason
+
+
+def test_the_reserve_counts_the_outages_of_some_zone_having_capacity_when_they_are_more():
+    from launcher.policies.safety import budget
+
+    seen = [(0.0, (True, False)), (1.0, (False, False)), (1.5, (False, True)), (2.0, (False, False)),
+            (2.5, (False, True)), (3.0, (False, False))]  # fmt: skip
+    reserves = {}
+    for any_zone in (True, False):
+        pol = get_placement_policy("multi-zone", reserve_by_any_zone=any_zone)
+        for t, avail in seen:
+            st = state(t, avail, current=Choice.ON_DEMAND, deadline=40.0)
+            pol.decide(st)
+        reserves[any_zone] = pol.reserve(budget(st), st)
+    # By hand at hour 3 (prior 1 h up, 2 h down, worth half a spell). Zone 0: up 1 h in 1 ended spell,
+    # down 2 h running: u = (0.5 + 1) / 1.5 = 1, d = (1 + 2) / 0.5 = 6, so 10 / 7 outages. "Some zone
+    # up": up 1 + 0.5 + 0.5 h in 3 ended spells, down 0.5 + 0.5 h in 2: u = 2.5 / 3.5, d = 2 / 2.5,
+    # so 10 / 1.514 outages. Hops pay in zone 0 (a hop saves 2 per hour of slack, a wait 0.23).
+    # Reserve = 4 O + 2 O * outages, O = 0.2 h.
+    assert reserves[False] == pytest.approx(0.8 + 0.4 * 10 / 7)
+    assert reserves[True] == pytest.approx(0.8 + 0.4 * 10 / (2.5 / 3.5 + 2 / 2.5))
