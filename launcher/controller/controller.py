@@ -49,7 +49,8 @@ from launcher.ledger.records import (
 from launcher.planning.plan import Plan
 from launcher.controller.observer import RunObserver
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
-from launcher.controller.placement_history import HISTORY_DAYS, zone_history
+from launcher.controller.placement_history import HISTORY_DAYS, read_history
+from launcher.controller.placement_scores import ask_scores
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
 from launcher.providers.base import (
     ClusterHandle,
@@ -57,7 +58,6 @@ from launcher.providers.base import (
     PreemptionNotices,
     Provider,
     SpotCapacity,
-    SpotPlacementScores,
 )
 from launcher.spec.models import TaskSpec
 from pricing.models import ScoredOffer
@@ -747,38 +747,20 @@ class Controller:
         )  # fmt: skip
 
     def _placement_history(self) -> dict:
-        """Other runs' spot attempts in the plan's zones over the last `placement_history_days`."""
-        days = self.d.placement_history_days
-        if days <= 0:
-            return {}
-        since = datetime.now(UTC) - timedelta(days=days)
+        """Other runs' spot spells in the plan's zones (`placement_history`); an event says what was used."""
         spot = [s.offer for s in self.job.plan.ranked if s.offer.spot]
-        history = zone_history(self.led.ended_spot_attempts(since=since), spot, exclude_run=self.job.run_id)
-        if history:
-            self.led.add_event(self.job.run_id, "placement_history", {"days": days, "zones": [
-                {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
-                 "up_hours": round(h.up_hours, 4), "preemptions": h.preemptions}
-                for o, h in history.items()]})  # fmt: skip
+        history, event = read_history(self.led, spot, run_id=self.job.run_id, days=self.d.placement_history_days)
+        if event is not None:
+            self.led.add_event(self.job.run_id, "placement_history", event)
         return history
 
     def _placement_scores(self) -> dict:
-        """The clouds' spot placement scores for the plan's spot offers, asked once per controller
-        (they order the policy's zones). A cloud that cannot answer (no permission, no such API on
-        an emulator) only loses the ordering: recorded as an event, never fatal."""
+        """The clouds' spot placement scores for the plan's spot offers (`placement_scores`), asked
+        once per controller; what they said, or why they could not, is an event."""
         spot = [s.offer for s in self.job.plan.ranked if s.offer.spot]
-        scores: dict = {}
-        for cloud in sorted({o.cloud for o in spot}):
-            try:
-                provider = self.d.provider_for(cloud)
-                if not isinstance(provider, SpotPlacementScores):
-                    continue
-                scores.update(provider.spot_placement_scores([o for o in spot if o.cloud == cloud], self.job.spec.num_nodes))
-            except Exception as e:  # noqa: BLE001 - an ordering hint must not stop the run
-                self.led.add_event(self.job.run_id, "placement_scores", {"cloud": cloud, "error": str(e)[:300]})
-        if scores:
-            self.led.add_event(self.job.run_id, "placement_scores", {"scores": [
-                {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type, "score": v}
-                for o, v in scores.items()]})  # fmt: skip
+        scores, events = ask_scores(spot, self.job.spec.num_nodes, self.d.provider_for)
+        for data in events:
+            self.led.add_event(self.job.run_id, "placement_scores", data)
         return scores
 
     def _placement_decide(self, held: ScoredOffer | None, cap: tuple[bool, ...], running_s: float,

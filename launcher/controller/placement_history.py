@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+from launcher.ledger.interfaces import LedgerReader
 from launcher.ledger.records import AttemptRecord, EndReason
 from pricing.models import Offer
 
@@ -56,3 +58,17 @@ def zone_history(attempts: Iterable[AttemptRecord], offers: Sequence[Offer], *, 
             h, n = h * MAX_SEED_SPELLS / n, MAX_SEED_SPELLS
         out[wanted[k]] = ZoneHistory(min(h, MAX_SEED_HOURS), n)
     return out
+
+
+def read_history(led: LedgerReader, spot: Sequence[Offer], *, run_id: str, days: float) -> tuple[dict[Offer, ZoneHistory], dict | None]:
+    """The history of the last `days` (0: none) for `spot` offers, and the event that records it."""
+    if days <= 0:
+        return {}, None
+    since = datetime.now(UTC) - timedelta(days=days)
+    history = zone_history(led.ended_spot_attempts(since=since), spot, exclude_run=run_id)
+    if not history:
+        return history, None
+    return history, {"days": days, "zones": [
+        {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+         "up_hours": round(h.up_hours, 4), "preemptions": h.preemptions}
+        for o, h in history.items()]}  # fmt: skip
