@@ -104,7 +104,8 @@ def _where(cur: dict | None) -> str:
     if not cur:
         return ""
     market = "spot" if cur["spot"] else "od"
-    return f"{cur['cloud']}/{cur['region']} {cur['instance_type']} {market}"
+    zone = f"/{cur['zone']}" if cur.get("zone") else ""  # .get: a server of an earlier version sends none
+    return f"{cur['cloud']}/{cur['region']}{zone} {cur['instance_type']} {market}"
 
 
 @runs_app.command("list")

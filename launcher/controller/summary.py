@@ -27,7 +27,7 @@ def run_summary(ledger, run, *, now: datetime | None = None) -> dict:
         "current": None
         if last is None
         else {
-            "seq": last.seq, "cloud": last.cloud, "region": last.region, "instance_type": last.instance_type,
+            "seq": last.seq, "cloud": last.cloud, "region": last.region, "zone": last.zone, "instance_type": last.instance_type,
             "spot": last.spot, "state": last.state, "end_reason": last.end_reason, "exit_code": last.exit_code,
         },  # fmt: skip
         "cost_usd": round(sum(ledger.attempt_costs_usd(run.run_id, now=now).values()), 6),

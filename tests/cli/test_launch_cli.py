@@ -363,6 +363,8 @@ def test_repeated_spot_traces_are_zones_the_placement_policy_moves_between(tmp_p
     assert len(starts) >= 2 and starts == sorted(starts)
     shown = run_cli("runs", "show", run.run_id)
     assert shown.returncode == 0 and "local/local/zone-b local-cpu spot" in shown.stdout
+    listed = run_cli("runs", "list")
+    assert listed.returncode == 0 and "local/local/zone-b local-cpu spot" in listed.stdout
 
 
 def test_fewer_simulated_preemptions_than_asked_are_explained(tmp_path):
