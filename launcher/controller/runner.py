@@ -191,16 +191,12 @@ def run_controller(
     from launcher.executors import executor_for
 
     job, opts, loaded = load_job(run_id, ledger)
-    retry_s = 5.0
-    if trace_files(opts):  # retry about once per (compressed) trace tick
-        from launcher.providers.local import load_traces
-
-        one, zones = load_traces(trace_files(opts), speedup=opts.trace_speedup, start_tick=opts.trace_start_tick)
-        retry_s = max(0.05, min(5.0, min(t.gap_seconds / t.speedup for t in ([one] if one else zones.values()))))
     from launcher.controller.placement import placement_for
 
     policy = recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None)
     provider_for = make_provider_for(run_id, opts, ledger, job.plan.work_hours)
+    tick_s = provider_for("local").trace_tick_s  # the traces as the provider loaded them
+    retry_s = 5.0 if tick_s is None else max(0.05, min(5.0, tick_s))  # about once per (compressed) trace tick
     deps = ControllerDeps(
         ledger=ledger,
         provider_for=provider_for,

@@ -247,6 +247,12 @@ class LocalProvider(Provider):
         return tuple(replace(base, zone=z) for z in self.zone_traces) if self.zone_traces else (base,)
 
     @property
+    def trace_tick_s(self) -> float | None:
+        """Real seconds per trace tick (the shortest, with zones); None without a trace."""
+        traces = [self.trace] if self.trace is not None else list(self.zone_traces.values())
+        return min((t.gap_seconds / t.speedup for t in traces), default=None)
+
+    @property
     def simulated_spot(self) -> bool:
         return self.preemptions is not None or self.trace is not None or bool(self.zone_traces)
 
