@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
-from launcher.policies.spells import SpellTracker
+from launcher.policies.spells import KnownSpells, SpellTracker
 
 
 def prices(state: DecisionState) -> tuple[float, float]:
@@ -58,12 +58,15 @@ class DeadlineAwarePolicy(PlacementPolicy):
         wait_bias: float = 1.0,
         reserve_by_outages: bool = True,
         insure_after_overheads: float = 6.0,
+        known_spells_hours: tuple[tuple[float, float], ...] | None = None,
     ) -> None:
         """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
         assumed before any is seen, worth `prior_weight` spells; `hop_margin`: the spell a hop asks
         for, in units of its break-even; `compare_wait`/`wait_bias`: keep slack for hops only when
         they beat waiting per hour of slack (by this factor); `reserve_by_outages`: size the
-        reserve by the outages expected (else `reserve_work_fraction` of the work left)."""
+        reserve by the outages expected (else `reserve_work_fraction` of the work left);
+        `known_spells_hours`: per zone (mean up, mean down) to use instead of estimates (the
+        benchmark's known-spells measurement, `spells.KnownSpells`)."""
         if reserve_overheads < 0 or reserve_work_fraction < 0 or poll_hours <= 0:
             raise ValueError("reserve_overheads and reserve_work_fraction must be >= 0, poll_hours > 0")
         if prior_up_hours <= 0 or prior_down_hours <= 0 or prior_weight <= 0:
@@ -81,10 +84,16 @@ class DeadlineAwarePolicy(PlacementPolicy):
         self.wait_bias = wait_bias
         self.reserve_by_outages = reserve_by_outages
         self.insure_after_overheads = insure_after_overheads
-        self.spells = SpellTracker(prior_up_hours, prior_down_hours, prior_weight)
+        self.known_spells_hours = known_spells_hours
+        self.spells = self._tracker()
+
+    def _tracker(self) -> SpellTracker:
+        if self.known_spells_hours is not None:
+            return KnownSpells(self.known_spells_hours, self.prior_up_hours, self.prior_down_hours, self.prior_weight)
+        return SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
 
     def reset(self) -> None:
-        self.spells = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
+        self.spells = self._tracker()
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self.spells.seed_up(zone, up_hours, preemptions)

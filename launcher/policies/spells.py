@@ -84,3 +84,31 @@ class SpellTracker:
     def age(self, z: int) -> float:
         """How long zone `z` has been in its current state (hours, since first seen)."""
         return self._now - self._since[z] if z < len(self._since) else 0.0
+
+
+class KnownSpells(SpellTracker):
+    """A tracker told each zone's true mean spells (the synthetic generator's parameters) instead
+    of estimating them; zones it is not told about are estimated as usual. No policy uses it when
+    placing jobs: the benchmark gives it to a policy to tell the cost of estimating spells from
+    the run apart from the cost of the policy's rule (`bench/bench_policies.py`, known spells)."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self, means_hours: tuple[tuple[float, float], ...], prior_up_hours: float, prior_down_hours: float,
+                 prior_weight: float = 1.0) -> None:  # fmt: skip
+        super().__init__(prior_up_hours, prior_down_hours, prior_weight)
+        if any(u <= 0 or d <= 0 for u, d in means_hours):
+            raise ValueError("known mean spells must be > 0")
+        self._known = means_hours  # per zone: (mean up, mean down) in hours
+
+    def mean_up(self, z: int) -> float:
+        return self._known[z][0] if z < len(self._known) else super().mean_up(z)
+
+    def mean_down(self, z: int) -> float:
+        return self._known[z][1] if z < len(self._known) else super().mean_down(z)
+
+    def up_fraction(self, z: int, prior_fraction: float, prior_hours: float) -> float:
+        if z >= len(self._known):
+            return super().up_fraction(z, prior_fraction, prior_hours)
+        u, d = self._known[z]
+        return u / (u + d)

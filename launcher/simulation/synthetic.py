@@ -15,7 +15,9 @@ for a random spell) with its own spell lengths, per zone, or a shared daily cycl
 
 Spell lengths are lognormal around the regime's means (heavy-ish tails, as in the real traces).
 `generate(regime, zones=Z, hours=H, seed=S)` returns Z traces; the same arguments give the same
-traces on every machine (one `random.Random(seed)` drives everything). `to_json(trace)` is the
+traces on every machine (one `random.Random(seed)` drives everything). `draw(...)` also returns each
+zone's mean spells as drawn (`ZoneSpells`): what a policy could at best know of a zone, which the
+benchmark gives a policy to separate the cost of estimating spells from the cost of its rule. `to_json(trace)` is the
 `{"metadata": {"gap_seconds": G}, "data": [0|1, ...]}` object (1 = no capacity).
 """
 
@@ -79,10 +81,25 @@ def _renewal(rng: random.Random, n: int, gap_h: float, up_mean: float, down_mean
     return out[:n]
 
 
+@dataclass(frozen=True)
+class ZoneSpells:
+    """A zone's mean spells, as drawn from its regime (before the daily window, if any, cuts them)."""
+
+    up_mean_hours: float
+    down_mean_hours: float
+
+
 def generate(
     name: str, *, zones: int = 1, hours: float = 96.0, seed: int = 0, gap_seconds: float = DEFAULT_GAP_SECONDS
 ) -> tuple[Trace, ...]:
     """`zones` traces of `hours` in regime `name`, reproducible from `seed`."""
+    return draw(name, zones=zones, hours=hours, seed=seed, gap_seconds=gap_seconds)[0]
+
+
+def draw(
+    name: str, *, zones: int = 1, hours: float = 96.0, seed: int = 0, gap_seconds: float = DEFAULT_GAP_SECONDS
+) -> tuple[tuple[Trace, ...], tuple[ZoneSpells, ...]]:
+    """`generate`'s traces and the mean spells each zone's trace was drawn with."""
     if zones < 1 or hours <= 0 or gap_seconds <= 0:
         raise ValueError("zones >= 1, hours > 0 and gap_seconds > 0")
     r = regime(name)
@@ -99,7 +116,7 @@ def generate(
             day = int(t // 24)
             s = start_h + day_shift[day]
             shared_down.append(s <= t % 24 < s + length_h)
-    out = []
+    out, means = [], []
     for z in range(zones):
         up_mean = rng.uniform(*r.up_hours)
         down_mean = rng.uniform(*r.down_hours)
@@ -107,7 +124,8 @@ def generate(
         if shared_down is not None:
             avail = [a and not d for a, d in zip(avail, shared_down)]
         out.append(Trace(name=f"synthetic/{name}/seed{seed}/zone{z}", gap_seconds=float(gap_seconds), available=tuple(avail)))
-    return tuple(out)
+        means.append(ZoneSpells(up_mean, down_mean))
+    return tuple(out), tuple(means)
 
 
 def to_json(trace: Trace) -> dict:

@@ -54,3 +54,42 @@ def test_multi_zone_costs_what_deadline_aware_costs_when_zones_fail_together():
         assert mz.cost == pytest.approx(da.cost) and mz.met_deadline and da.met_deadline
         spot_hours += da.spot_hours
     assert spot_hours > 0  # the traces did offer spot worth taking
+
+
+def test_known_spells_answer_the_given_means_whatever_is_seen():
+    from launcher.policies.spells import KnownSpells
+
+    s = KnownSpells(((0.4, 0.5),), prior_up_hours=1.0, prior_down_hours=2.0, prior_weight=0.5)
+    for t, up in ((0, True), (3, False), (4, True), (10, True)):
+        s.observe(float(t), (up, True))
+    assert (s.mean_up(0), s.mean_down(0)) == (0.4, 0.5)
+    assert s.up_fraction(0, 0.8, 1.0) == pytest.approx(0.4 / 0.9)
+    assert s.age(0) == pytest.approx(6.0)  # the clock is still the run's
+    # A zone it was not told about is estimated: up since 0 for 10 h, none ended.
+    assert s.mean_up(1) == pytest.approx((0.5 * 1.0 + 10.0) / 0.5)
+    with pytest.raises(ValueError):
+        KnownSpells(((0.0, 1.0),), 1.0, 2.0)
+
+
+def test_told_flapping_spells_deadline_aware_keeps_no_hop_reserve_where_its_prior_would():
+    from launcher.policies.base import Choice, DecisionState
+    from launcher.policies.safety import budget
+
+    st = DecisionState(
+        elapsed_hours=0.0, work_done_hours=0.0, work_total_hours=24.0, deadline_hours=28.8,
+        restart_overhead_hours=0.2, current=Choice.NONE, current_zone=0, spot_available=(False,),
+        on_demand_price_usd_per_hour=3.06, spot_price_usd_per_hour=0.9731,
+    )
+    guess = get_placement_policy("deadline-aware")
+    told = get_placement_policy("deadline-aware", known_spells_hours=((0.45, 0.45),))
+    for p in (guess, told):
+        p.reset()
+        p.decide(st)
+    b = budget(st)
+    # Prior (1 h up, 2 h down): a hop repays its 0.79 h break-even, so slack is kept for the 8
+    # outages expected in 24 h. Told 0.45 h spells, no hop pays: only the safety net's 2 O.
+    assert guess.reserve(b, st) > 10 * b.overhead
+    assert told.reserve(b, st) == pytest.approx(2 * b.overhead)
+    # And the told policy keeps them across runs (the simulator resets it before each).
+    told.reset()
+    assert told.spells.mean_up(0) == 0.45

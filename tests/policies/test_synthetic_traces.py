@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from launcher.errors import UnknownNameError
-from launcher.simulation.synthetic import REGIMES, generate, to_json
+from launcher.simulation.synthetic import REGIMES, draw, generate, to_json
 from launcher.simulation.traces import parse_trace
 
 GAP_H = 300 / 3600
@@ -89,3 +89,16 @@ def test_written_traces_run_through_launcher_simulate(tmp_path):
     assert res.returncode == 0, res.stderr
     (row,) = [json.loads(line) for line in res.stdout.splitlines()]
     assert row["zones"] == 2 and row["met_deadline"] is True
+
+
+def test_draw_gives_the_traces_and_the_means_they_were_drawn_with():
+    traces, means = draw("flapping", zones=2, hours=600, seed=4)
+    assert traces == generate("flapping", zones=2, hours=600, seed=4)
+    r = REGIMES["flapping"]
+    for t, m in zip(traces, means):
+        assert r.up_hours[0] <= m.up_mean_hours <= r.up_hours[1]
+        assert r.down_hours[0] <= m.down_mean_hours <= r.down_hours[1]
+        # ~1000 spells each way: the realized mean is the drawn one, within tick rounding and noise.
+        seen = statistics.fmean(up_spells_hours(t.available))
+        assert seen == pytest.approx(m.up_mean_hours, rel=0.1)
+    assert means[0] != means[1]
