@@ -379,10 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         lead = args.lead_in_hours
         tune = list(pool.map(synth_row, synth_tasks(TUNE_SEEDS, 2, lead), chunksize=4))
         hold = list(pool.map(synth_row, synth_tasks(HOLDOUT_SEEDS, 2, lead), chunksize=4))
-        draw = f", jobs {lead:g} h into the traces" if lead else ""
-        summary["tuning_set"] = synth_tables(f"TUNING SET (synthetic seeds {TUNE_SEEDS[0]}-{TUNE_SEEDS[-1]}{draw})", tune)
+        which = f", jobs {lead:g} h into the traces" if lead else ""
+        summary["tuning_set"] = synth_tables(f"TUNING SET (synthetic seeds {TUNE_SEEDS[0]}-{TUNE_SEEDS[-1]}{which})", tune)
         summary["holdout_set"] = synth_tables(
-            f"HOLD-OUT SET (synthetic seeds {HOLDOUT_SEEDS[0]}-{HOLDOUT_SEEDS[-1]}{draw})", hold)
+            f"HOLD-OUT SET (synthetic seeds {HOLDOUT_SEEDS[0]}-{HOLDOUT_SEEDS[-1]}{which})", hold)
         public_multi = None
         if not args.quick and not lead:
             for key, seeds, name in (("tuning", TUNE_SEEDS, "TUNING SET"), ("holdout", HOLDOUT_SEEDS, "HOLD-OUT SET")):

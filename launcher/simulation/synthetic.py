@@ -17,8 +17,8 @@ Spell lengths are lognormal around the regime's means (heavy-ish tails, as in th
 `generate(regime, zones=Z, hours=H, seed=S)` returns Z traces; the same arguments give the same
 traces on every machine (one `random.Random(seed)` drives everything). `draw(...)` also returns each
 zone's mean spells as drawn (`ZoneSpells`): what a policy could at best know of a zone, which the
-benchmark gives a policy to separate the cost of estimating spells from the cost of its rule. `to_json(trace)` is the
-`{"metadata": {"gap_seconds": G}, "data": [0|1, ...]}` object (1 = no capacity).
+benchmark gives a policy to separate the cost of estimating spells from the cost of its rule.
+`to_json(trace)` is the `{"metadata": {"gap_seconds": G}, "data": [0|1, ...]}` object (1 = no capacity).
 """
 
 from __future__ import annotations
