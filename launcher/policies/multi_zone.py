@@ -13,7 +13,12 @@ pay for itself:
   slack above the reserve, with a margin (see `_binding`), or
   when `deadline-aware` would go on-demand, or when this zone's spells are too short to repay a
   start, to the zone with the longest spells if they repay one. So where zones fail together there is nowhere to move to, and where capacity is
-  plentiful the wait is free: it stays, and costs what `deadline-aware` costs.
+  plentiful the wait is free: it stays, and costs what `deadline-aware` costs;
+- idle away from the home zone (zone 0, the plan's first) while it has capacity: start there when its
+  spells are no shorter than this zone's (`_home`). A start is due either way, and being where
+  `deadline-aware` would be keeps the bill close to its: moves made on early, prior-driven estimates
+  are undone once the home zone has capacity again, instead of tying the job to a zone whose spells
+  may turn out shorter.
 """
 
 from __future__ import annotations
@@ -99,14 +104,33 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         idle = b.remaining / (f * (1.0 - o / u)) - b.remaining
         return idle * self.bind_margin > b.slack - reserve
 
+    def _home(self, state: DecisionState) -> Decision | None:
+        """Idle in another zone while the home zone has capacity and spells no shorter than this
+        zone's (and long enough to repay a start): start in the home zone."""
+        z = state.current_zone
+        if z == 0 or not state.spot_available[0]:
+            return None
+        home, here = self.spells.mean_up(0), self.spells.mean_up(z)
+        if home < here or home < self._start_need_hours(state):
+            return None
+        why = f"back to the home zone 0: it has capacity and its spells (~{home:.2f} h) are no shorter than zone {z}'s (~{here:.2f} h)"
+        return Decision(Choice.SPOT, 0, why)
+
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone
-        if state.deadline_hours is None or state.current is not Choice.NONE or state.spot_available[z]:
+        if state.deadline_hours is None or state.current is not Choice.NONE or (
+            state.spot_available[z] and (z == 0 or not state.spot_available[0])
+        ):
             return super().decide(state)
         self._observe(state)
         b = budget(state, self.poll_hours)
         if b.remaining <= 0:
             return Decision(Choice.NONE, z, "done")
+        home = self._home(state)
+        if home is not None:
+            return enforce(state, home, b)
+        if state.spot_available[z]:
+            return super().decide(state)  # observing again at the same instant changes nothing
         best = self._best(state)
         reserve = self.reserve(b, state)
         can_wait = b.slack - b.step >= reserve

@@ -66,3 +66,30 @@ def test_the_reserve_counts_the_outages_of_some_zone_having_capacity_when_they_a
     # Reserve = 4 O + 2 O * outages, O = 0.2 h.
     assert reserves[False] == pytest.approx(0.8 + 0.4 * 10 / 7)
     assert reserves[True] == pytest.approx(0.8 + 0.4 * 10 / (2.5 / 3.5 + 2 / 2.5))
+
+
+def test_idle_away_from_home_it_starts_in_the_home_zone_when_its_spells_are_no_shorter():
+    spot, idle = Choice.SPOT, Choice.NONE
+    # Priors only (1 h up each): the home zone has capacity, zone 1 none; equal spells: home.
+    pol = get_placement_policy("multi-zone")
+    d = pol.decide(state(0.0, (True, False), current=idle, deadline=40.0, zone=1))
+    assert (d.choice, d.zone) == (spot, 0) and "back to the home zone" in d.reason
+    # Even when zone 1 has capacity too: a start is due either way.
+    pol = get_placement_policy("multi-zone")
+    d = pol.decide(state(0.0, (True, True), current=idle, deadline=40.0, zone=1))
+    assert (d.choice, d.zone) == (spot, 0)
+    # Zone 1 held for 5 h, home up only now: zone 1's spells (0.5 + 5) / 1.5 = 3.67 h against the
+    # home zone's prior 1 h. It waits for zone 1 (slack to spare, not binding), as before.
+    pol = get_placement_policy("multi-zone")
+    pol.decide(state(0.0, (False, True), current=spot, deadline=40.0, zone=1))
+    d = pol.decide(state(5.0, (True, False), current=idle, deadline=40.0, zone=1))
+    assert (d.choice, d.zone) == (idle, 1), d
+    # Both up for 3 h, then zone 1 preempted: home (0.5 + 3) / 0.5 = 7 h >= zone 1's 3.5 / 1.5.
+    pol = get_placement_policy("multi-zone")
+    pol.decide(state(0.0, (True, True), current=spot, deadline=40.0, zone=1))
+    d = pol.decide(state(3.0, (True, False), current=idle, deadline=40.0, zone=1))
+    assert (d.choice, d.zone) == (spot, 0) and "~7.00 h" in d.reason and "~2.33 h" in d.reason
+    # Without slack for a spot start the safety net still decides: on-demand where it is.
+    pol = get_placement_policy("multi-zone")
+    d = pol.decide(state(0.0, (True, False), current=idle, deadline=10.3, zone=1))
+    assert d.choice is Choice.ON_DEMAND and "safety net" in d.reason
