@@ -327,14 +327,18 @@ def paper_setting(root: Path, n_starts: int = 10) -> dict:
     return out
 
 
+def as_home(case: SimCase, h: int) -> tuple[SimCase, SimCase]:
+    """The group with zone `h` as home (listed first, the rest in order), and that zone alone."""
+    zs = (case.traces[h], *case.traces[:h], *case.traces[h + 1 :])
+    return SimCase(zs, *_rest(case)), SimCase(zs[:1], *_rest(case))
+
+
 def public_multi_row(case: SimCase) -> list[dict]:
     """A public zone group, each zone as home in turn (zones listed home first, the rest in order)."""
     opt_multi = omniscient_cost(case, multi_zone=True)
     rows = []
     for h in range(len(case.traces)):
-        zs = (case.traces[h], *case.traces[:h], *case.traces[h + 1 :])
-        c = SimCase(zs, *_rest(case))
-        home = SimCase(zs[:1], *_rest(case))
+        c, home = as_home(case, h)
         rows.append({
             "opt_home": omniscient_cost(home), "opt_multi": opt_multi,
             "deadline-aware": simulate(get_placement_policy("deadline-aware"), home).cost,

@@ -72,11 +72,10 @@ def public_multi_rows(args: tuple[SimCase, str, tuple[Config, ...]]) -> list[dic
     case, policy, configs = args
     rows = []
     for h in range(len(case.traces)):
-        zs = (case.traces[h], *case.traces[:h], *case.traces[h + 1 :])
-        home = SimCase(zs[:1], *bp._rest(case))
+        group, home = bp.as_home(case, h)
         row = {"opt": omniscient_cost(home), "da": simulate(get_placement_policy("deadline-aware"), home).cost}
         for cfg in configs:
-            row[cfg] = simulate(get_placement_policy(policy, **dict(cfg)), SimCase(zs, *bp._rest(case))).cost
+            row[cfg] = simulate(get_placement_policy(policy, **dict(cfg)), group).cost
         rows.append(row)
     return rows
 

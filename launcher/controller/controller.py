@@ -52,15 +52,9 @@ from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, esti
 from launcher.controller.placement_history import HISTORY_DAYS, read_history
 from launcher.controller.placement_scores import ask_scores
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
-from launcher.providers.base import (
-    ClusterHandle,
-    ClusterRequest,
-    PreemptionNotices,
-    Provider,
-    SpotCapacity,
-)
+from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider, SpotCapacity
 from launcher.spec.models import TaskSpec
-from pricing.models import ScoredOffer
+from pricing.models import Offer, ScoredOffer
 
 
 @dataclass(frozen=True)
@@ -739,25 +733,24 @@ class Controller:
             provider = self.d.provider_for(offer.cloud)
             return provider.spot_available(offer, datetime.now(UTC)) if isinstance(provider, SpotCapacity) else None
 
+        spot = [s.offer for s in self.job.plan.ranked if s.offer.spot]
         return PlacementDriver(
             self.d.placement_policy, tuple(self.job.plan.ranked), work_hours=self.job.plan.work_hours,
             deadline_hours=self.job.spec.launcher.deadline_hours, restart_overhead_s=self.d.restart_overhead_hours * 3600.0,
             tick_s=self.d.placement_tick_s, capacity=capacity, gap_hours=self.d.placement_gap_hours,
-            placement_scores=self._placement_scores(), history=self._placement_history(),
+            placement_scores=self._placement_scores(spot), history=self._placement_history(spot),
         )  # fmt: skip
 
-    def _placement_history(self) -> dict:
+    def _placement_history(self, spot: list[Offer]) -> dict:
         """Other runs' spot spells in the plan's zones (`placement_history`); an event says what was used."""
-        spot = [s.offer for s in self.job.plan.ranked if s.offer.spot]
         history, event = read_history(self.led, spot, run_id=self.job.run_id, days=self.d.placement_history_days)
         if event is not None:
             self.led.add_event(self.job.run_id, "placement_history", event)
         return history
 
-    def _placement_scores(self) -> dict:
+    def _placement_scores(self, spot: list[Offer]) -> dict:
         """The clouds' spot placement scores for the plan's spot offers (`placement_scores`), asked
         once per controller; what they said, or why they could not, is an event."""
-        spot = [s.offer for s in self.job.plan.ranked if s.offer.spot]
         scores, events = ask_scores(spot, self.job.spec.num_nodes, self.d.provider_for)
         for data in events:
             self.led.add_event(self.job.run_id, "placement_scores", data)
