@@ -355,7 +355,7 @@ def public_multi_table(rows: list[dict]) -> dict:
         "cost_vs_multi_opt": statistics.fmean(r["multi-zone"] / r["opt_multi"] for r in ok),
         "deadline_aware_vs_home_opt": statistics.fmean(r["deadline-aware"] / r["opt_home"] for r in ok),
         "multi_opt_vs_home_opt": statistics.fmean(r["opt_multi"] / r["opt_home"] for r in ok),
-        # Total cost over total home-zone optimum: how the "about 0.58x" was computed (README).
+        # Total cost over total home-zone optimum: how the "about 0.58x" was computed (docs/policy-experiments.md).
         "total_vs_home_opt": sum(r["multi-zone"] for r in ok) / sum(r["opt_home"] for r in ok),
         "multi_opt_total_vs_home_opt": sum(r["opt_multi"] for r in ok) / sum(r["opt_home"] for r in ok),
         "worst_vs_deadline_aware": max(r["multi-zone"] / r["deadline-aware"] for r in ok),

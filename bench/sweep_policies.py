@@ -1,4 +1,4 @@
-"""Sweep a placement policy's parameters on the tuning draws: the tool behind the README's "tried".
+"""Sweep a placement policy's parameters on the tuning draws: the tool behind docs/policy-experiments.md's "tried".
 
     .venv/bin/python bench/sweep_policies.py multi-zone --set bind_margin=1,2,4 [--set start_margin=1,1.5]
         [--leads 0,24,72] [--public] [--seeds 0-14] [--regimes flapping,scarce] [--holdout] [--workers 2]

@@ -1,7 +1,7 @@
 """From a task spec to ranked candidates: every `any_of`/`ordered` alternative x the offers of
 enabled providers, best expected cost first.
 
-Ordering rules (documented in the README):
+Ordering rules (documented in docs/guides/launching.md):
 * `any_of`: all candidates ranked together by expected cost to finish (then price).
 * `ordered`: alternatives in the order written; within one alternative, by expected cost.
 * The local backend (free, CPU only) is a candidate for an alternative that says `infra: local`,

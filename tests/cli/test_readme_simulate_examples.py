@@ -1,4 +1,4 @@
-"""Every `launcher simulate` and `--simulate-trace` example in the README runs from a fresh clone:
+"""Every `launcher simulate` and `--simulate-trace` example in the README and docs/ runs from a fresh clone:
 nothing outside the repository, data shipped with the package (and declared as package data)."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 
-README = (REPO / "README.md").read_text()
+README = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
 SIMULATE_LINES = [ln.strip() for ln in README.splitlines() if ln.strip().startswith("launcher simulate ")]
 SHARED = REPO.parent / "shared" / "data" / "spot-traces"
 SAMPLES = REPO / "launcher" / "simulation" / "sample_traces"
 
 
 def test_readme_has_simulate_examples_that_need_nothing_outside_the_repo():
-    assert SIMULATE_LINES, "README lost its `launcher simulate` examples"
+    assert SIMULATE_LINES, "the docs lost their `launcher simulate` examples"
     for line in SIMULATE_LINES:
         assert "../shared" not in line, line
     for path in re.findall(r"--simulate-trace\s+(\S+)", README):

@@ -1,4 +1,4 @@
-"""The README's `--simulate-preemptions 3` example, exactly as written (no --simulate-within), gives
+"""The docs' `--simulate-preemptions 3` example (README and docs/guides), exactly as written (no --simulate-within), gives
 three preemptions on the example spec and then a completed run."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from tests.conftest import REPO, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("clean_env")]
 
+DOC_TEXT = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
 README_LINE = next(
-    ln.strip() for ln in (REPO / "README.md").read_text().splitlines()
+    ln.strip() for ln in DOC_TEXT.splitlines()
     if ln.strip().startswith("launch task_specs/train.yaml") and "--simulate-preemptions 3" in ln
 )  # fmt: skip
 

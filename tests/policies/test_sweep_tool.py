@@ -1,4 +1,4 @@
-"""`bench/sweep_policies.py`, the parameter sweep behind the README's tuning figures, run as a command."""
+"""`bench/sweep_policies.py`, the parameter sweep behind the tuning figures of docs/policy-experiments.md, run as a command."""
 
 from __future__ import annotations
 
