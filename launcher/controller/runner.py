@@ -237,7 +237,7 @@ def spawn_detached(run_id: str) -> int:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ},
+            env={**os.environ},  # the controller is the launcher (it needs LAUNCHER_DB_URL...); its jobs get job_env's allow-list
             cwd=str(rd),
         )
     from launcher.controller.liveness import record_spawn

@@ -6,7 +6,8 @@ Layout (under the run directory `$LAUNCHER_HOME/runs/<run-id>/`):
 
 Phases follow SkyPilot: `setup` runs on every rank; when all succeeded, `run` starts on every
 rank. A failing rank in `run` gets the others stopped (SIGTERM, grace, SIGKILL) so a DDP job
-does not hang. The job sees SkyPilot's variables plus ours (see `rank_env`).
+does not hang. The job sees SkyPilot's variables plus ours and nothing of the launcher's own
+environment beyond an allow-list (see `rank_env`, launcher.executors.job_env).
 
 Jobs write straight to their log files (not through a pipe to the controller), so a job keeps
 running and logging when the controller dies; the terminal view tails those files
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from launcher.atomic import atomic_write_text
 from launcher.executors import job_cgroup
+from launcher.executors.job_env import job_environment
 from launcher.executors.job_status import exit_path, record_attempt, wrap_argv
 from launcher.procfs import (
     proc_stats,
@@ -81,38 +83,34 @@ def rank_env(
     master_port: int,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment of one rank: base env, PATH with this interpreter's directory first (so
-    `python` is the launcher's venv), the task's envs/secrets, then SkyPilot's and our variables
-    (ours win: a spec cannot fake its rank)."""
-    env = dict(os.environ if base is None else base)
-    py_dir = str(Path(sys.executable).parent)
-    env["PATH"] = py_dir + os.pathsep + env.get("PATH", "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update({k: str(v) for k, v in request.envs.items()})
+    """The environment of one rank (launcher.executors.job_env): the allow-listed names of `base`
+    (default os.environ) with this interpreter's directory first on PATH (so `python` is the
+    launcher's venv), the task's envs/secrets, then SkyPilot's and our variables (ours win: a
+    spec cannot fake its rank)."""
     ips = "\n".join(["127.0.0.1"] * request.num_nodes)
     task_id = request.task_id or f"{request.run_id}-a{request.attempt}"
-    env.update(
-        {
-            "SKYPILOT_NODE_RANK": str(rank),
-            "SKYPILOT_NODE_IPS": ips,
-            "SKYPILOT_NUM_NODES": str(request.num_nodes),
-            "SKYPILOT_NUM_GPUS_PER_NODE": str(request.gpus_per_node),
-            "SKYPILOT_TASK_ID": task_id,
-            "LAUNCHER_RUN_ID": request.run_id,
-            "LAUNCHER_ATTEMPT": str(request.attempt),
-            "LAUNCHER_CLOUD": "local",
-            "LAUNCHER_PYTHON": sys.executable,
-            "LAUNCHER_PHASE": phase,
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(master_port),
-        }
-    )
+    job_vars = {
+        "SKYPILOT_NODE_RANK": str(rank),
+        "SKYPILOT_NODE_IPS": ips,
+        "SKYPILOT_NUM_NODES": str(request.num_nodes),
+        "SKYPILOT_NUM_GPUS_PER_NODE": str(request.gpus_per_node),
+        "SKYPILOT_TASK_ID": task_id,
+        "LAUNCHER_RUN_ID": request.run_id,
+        "LAUNCHER_ATTEMPT": str(request.attempt),
+        "LAUNCHER_CLOUD": "local",
+        "LAUNCHER_PYTHON": sys.executable,
+        "LAUNCHER_PHASE": phase,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(master_port),
+    }
     if phase == "setup":
-        env["SKYPILOT_SETUP_NODE_RANK"] = str(rank)
-        env["SKYPILOT_SETUP_NODE_IPS"] = ips
+        job_vars["SKYPILOT_SETUP_NODE_RANK"] = str(rank)
+        job_vars["SKYPILOT_SETUP_NODE_IPS"] = ips
     if request.checkpoint_dir is not None:
-        env["LAUNCHER_CHECKPOINT_DIR"] = str(request.checkpoint_dir)
-    return env
+        job_vars["LAUNCHER_CHECKPOINT_DIR"] = str(request.checkpoint_dir)
+    return job_environment(
+        {"PYTHONUNBUFFERED": "1", **request.envs}, job_vars, host_env=base, path_first=[str(Path(sys.executable).parent)]
+    )
 
 
 def podman_argv(

@@ -42,6 +42,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
+from launcher.executors.job_env import job_environment
 from launcher.executors.redaction import stream_into_log
 from launcher.providers.base import ClusterHandle, Provider, ReclaimCheck
 
@@ -110,21 +111,21 @@ def task_config(
         resources["image_id"] = image if image.startswith("docker:") else f"docker:{image}"
     if labels:
         resources["labels"] = dict(labels)
-    envs = {k: str(v) for k, v in request.envs.items()}
-    envs.update(
-        {
-            "LAUNCHER_RUN_ID": request.run_id,
-            "LAUNCHER_ATTEMPT": str(request.attempt),
-            "LAUNCHER_CLOUD": handle.provider,
-        }
-    )
+    job_vars = {
+        "LAUNCHER_RUN_ID": request.run_id,
+        "LAUNCHER_ATTEMPT": str(request.attempt),
+        "LAUNCHER_CLOUD": handle.provider,
+    }
     file_mounts: dict[str, Any] = dict(request.file_mounts)
     bucket = bucket_url(handle)
     if bucket:
         # Checkpoints live in the cluster's bucket; MOUNT_CACHED writes back asynchronously,
         # so a checkpoint survives the node (our checkpoint helpers fsync before they rename).
         file_mounts[CHECKPOINT_MOUNT] = {"source": bucket, "mode": "MOUNT_CACHED"}
-        envs["LAUNCHER_CHECKPOINT_DIR"] = CHECKPOINT_MOUNT
+        job_vars["LAUNCHER_CHECKPOINT_DIR"] = CHECKPOINT_MOUNT
+    # Only the spec's envs/secrets and our job variables: nothing of this process's environment
+    # (the node's own login environment gives PATH, HOME, locale).
+    envs = job_environment(request.envs, job_vars, host_env={})
     cfg: dict[str, Any] = {
         "name": _slug(f"{request.run_id}-a{request.attempt}", 60),
         "num_nodes": request.num_nodes,

@@ -34,6 +34,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
+from launcher.executors.job_env import job_environment
 from launcher.executors.redaction import stream_into_log
 from launcher.providers.base import ClusterHandle
 
@@ -94,14 +95,9 @@ def task_config(request: ExecRequest, handle: ClusterHandle) -> dict[str, Any]:
     if request.image_id:
         image = request.image_id
         resources["image_id"] = image if image.startswith("docker:") else f"docker:{image}"
-    envs = {k: str(v) for k, v in request.envs.items()}
-    envs.update(
-        {
-            "LAUNCHER_RUN_ID": request.run_id,
-            "LAUNCHER_ATTEMPT": str(request.attempt),
-            "LAUNCHER_CLOUD": handle.provider,
-        }
-    )
+    # Only the spec's envs/secrets and our job variables (launcher.executors.job_env).
+    job_vars = {"LAUNCHER_RUN_ID": request.run_id, "LAUNCHER_ATTEMPT": str(request.attempt), "LAUNCHER_CLOUD": handle.provider}
+    envs = job_environment(request.envs, job_vars, host_env={})
     exports = checkpoint_exports(handle, request.run_id)
     cfg: dict[str, Any] = {
         "name": re.sub(r"[^a-z0-9-]+", "-", f"{request.run_id}-a{request.attempt}".lower())[:60],
