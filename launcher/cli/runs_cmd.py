@@ -162,7 +162,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
         return
     w = sys.stdout.write
     w(f"run {rec.run_id}  {rec.name}  {_state_text(summary['state'], rec.end_reason)}\n")
-    for k in ("project", "experiment", "owner", "controller", "cost_usd", "spec_hash", "code_revision", "code_dirty_hash", "lockfile_hash", "image", "seeds", "data_hash", "host", "launcher_version", "budget_usd", "deadline_at"):
+    for k in ("project", "experiment", "owner", "controller", "cost_usd", "spec_hash", "code_revision", "code_dirty_hash", "lockfile_hash", "environment", "image", "image_digest", "seeds", "data_hash", "host", "launcher_version", "budget_usd", "deadline_at"):
         if detail.get(k) is not None:
             w(f"  {k}: {detail[k]}\n")
     w("  tags: " + ", ".join(f"{k}={v}" for k, v in sorted(rec.tags.items())) + "\n")
@@ -183,7 +183,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
     print_table(
         "events",
         ["AT", "KIND", "DATA"],
-        [[e.at.strftime("%H:%M:%S.%f")[:-3], e.kind, _short(e.data)] for e in events],
+        [[e.at.strftime("%H:%M:%S.%f")[:-3], e.kind, _short(e.data) if e.kind != "environment" else "(see environment above)"] for e in events],
     )
 
 

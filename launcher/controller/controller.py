@@ -51,6 +51,7 @@ from launcher.controller.observer import RunObserver
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
 from launcher.controller.placement_history import HISTORY_DAYS, read_history
 from launcher.controller.placement_scores import ask_scores
+from launcher.controller.recovery import unretryable
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy, RecoveryContext, RecoveryPolicy
 from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider, SpotCapacity
 from launcher.spec.models import TaskSpec
@@ -137,6 +138,7 @@ class _AttemptEnd:
     detail: str = ""
     attempt_id: str | None = None  # still open: closed together with the run's next state
     ended_at: datetime | None = None
+    unretryable: str | None = None  # why retrying cannot help (launcher.controller.recovery.unretryable)
 
 
 class Controller:
@@ -324,6 +326,9 @@ class Controller:
             if end.reason == EndReason.SETUP_FAILED:
                 self._fail(EndReason.SETUP_FAILED, end.detail, exit_code=end.exit_code, ending=end)
                 return
+            if end.reason == EndReason.FAILED and end.unretryable:  # not the job's failure: no restart, not counted
+                self._fail(EndReason.FAILED, f"not retried: {end.unretryable}", exit_code=end.exit_code, ending=end)
+                return
             if end.reason == EndReason.FAILED:
                 failures += 1
                 if failures > self.job.spec.launcher.max_restarts:
@@ -414,7 +419,7 @@ class Controller:
         request = ExecRequest(
             run_id=job.run_id, attempt=seq, run_dir=job.run_dir, workdir=job.workdir, setup=spec.setup,
             run=spec.run, num_nodes=spec.num_nodes, gpus_per_node=offer.accelerator_count,
-            envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image,
+            envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image_for(offer.region),
             file_mounts=job.file_mounts, secrets=spec.secret_values(),
         )  # fmt: skip
         executor = self.d.executor_for(offer.cloud)
@@ -423,11 +428,11 @@ class Controller:
         skipped = list(execution.mounts_skipped)
         if skipped:
             self.led.add_event(job.run_id, "file_mounts", {"skipped": skipped, "why": "not available on this backend"}, attempt_id=attempt.attempt_id)
-        if spec.resources.image:
-            self.led.add_event(
-                job.run_id, "image", {"image": spec.resources.image, "image_runtime": execution.image_runtime},
-                attempt_id=attempt.attempt_id,
-            )  # fmt: skip
+        if request.image_id:
+            image = {"image": request.image_id, "image_runtime": execution.image_runtime}
+            if execution.image_digest:
+                image["image_digest"] = execution.image_digest
+            self.led.add_event(job.run_id, "image", image, attempt_id=attempt.attempt_id)
         result, stop_reason = self._watch(
             execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None,
             held=scored, attempt_started=started,
@@ -448,7 +453,7 @@ class Controller:
         self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else ""))
         if stop_reason is not None:
             raise _Stopped
-        return _AttemptEnd(reason, result.exit_code, scored, result.detail, attempt.attempt_id, ended_at)
+        return _AttemptEnd(reason, result.exit_code, scored, result.detail, attempt.attempt_id, ended_at, unretryable(result))
 
     def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, watch: CheckpointWatch,
                *, recovered_from: float | None, held: ScoredOffer | None = None,

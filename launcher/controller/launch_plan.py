@@ -169,10 +169,24 @@ def prepare_launch(spec: Path, flags: LaunchFlags) -> PreparedLaunch:
     except LauncherError:
         plan.budget.enforce()
         raise
+    if not flags.dry_run:
+        check_local_image(loaded, plan)
     return PreparedLaunch(
         loaded=loaded, plan=plan, tags=tags, prov=prov, flags=flags, forced_clouds=clouds, ssh_cidr=ssh_cidr,
         simulate_price=price_text, preflight=preflight,
     )  # fmt: skip
+
+
+def check_local_image(loaded, plan) -> None:
+    """When the first attempt runs here in a container: a runtime that cannot start the image is
+    one error now (launcher.executors.container), before the run is recorded or anything runs."""
+    if not plan.candidates or plan.chosen.scored.offer.cloud != "local":
+        return
+    image = loaded.spec.resources.image_for("local")
+    if image:
+        from launcher.executors.container import select_runtime
+
+        select_runtime(image)
 
 
 def parse_clouds(values: list[str] | tuple[str, ...]) -> tuple[str, ...] | None:

@@ -52,6 +52,8 @@ def run_detail(ledger, rec, *, now: datetime | None = None) -> dict:
         "code_dirty_hash": rec.code_dirty_hash,
         "lockfile_hash": rec.lockfile_hash,
         "image": rec.image,
+        "image_digest": next((e.data["image_digest"] for e in reversed(events) if e.kind == "image" and e.data.get("image_digest")), None),
+        "environment": _environment_summary(events),
         "seeds": rec.seeds,
         "data_hash": rec.data_hash,
         "host": rec.host,
@@ -62,3 +64,12 @@ def run_detail(ledger, rec, *, now: datetime | None = None) -> dict:
         "attempt_rows": [{**asdict(a), "cost_usd": round(costs.get(a.attempt_id, 0.0), 6)} for a in attempts],
         "events": [{"id": e.id, "at": e.at, "kind": e.kind, "attempt_id": e.attempt_id, "data": e.data} for e in events],
     }
+
+
+def _environment_summary(events) -> str | None:
+    """The recorded Python environment in one line (the `environment` event; `runs diff` and
+    `reproduce` use all of it)."""
+    env = next((e.data for e in reversed(events) if e.kind == "environment"), None)
+    if not env:
+        return None
+    return f"{env.get('implementation', '')} {env.get('python', '')}, {len(env.get('distributions', []))} distributions, sha256 {env.get('distributions_hash', '')}"

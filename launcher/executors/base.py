@@ -71,8 +71,11 @@ class ExecResult:
     exit_code: int | None  # the first failing rank's code (0 when all succeeded)
     phase: str  # the phase that ended the job: "setup" | "run"
     ranks: tuple[RankExit, ...] = ()
-    image_runtime: str = "host"  # "host" | "podman"
+    image_runtime: str = "host"  # "host" | "podman" | "docker" ("container": none could start)
     detail: str = ""
+    # False: retrying cannot help (the container runtime could not start the image); the
+    # controller ends the run instead of counting it against `max_restarts`
+    retryable: bool = True
 
     @property
     def ok(self) -> bool:
@@ -112,6 +115,8 @@ class Execution(abc.ABC):
     phase: str = "run"
     # File mounts this backend could not provide (the controller records them).
     mounts_skipped: tuple[str, ...] | list[str] = ()
+    # The content digest (sha256:...) of the container image the job runs in, where known.
+    image_digest: str | None = None
 
 
 class Executor(abc.ABC):

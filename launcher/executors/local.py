@@ -14,10 +14,13 @@ running and logging when the controller dies; the terminal view tails those file
 (launcher.controller.logs). A task with `secrets:` writes through a relay process of its own
 instead, which replaces the values before they reach the file (launcher.executors.log_relay).
 
-`image_id`: with podman installed each rank runs in `podman run --runtime runc --ulimit
-nofile=1024:1024 --pull never --network host` (local images only) with the workdir and
-checkpoint dir mounted at the same paths; without podman the job runs on the host and the
-result says `image_runtime="host"` (the controller records it).
+`image_id` (`docker:<ref>` or a bare `<ref>`): each rank runs in `podman run` or `docker run`,
+whichever starts the image here (launcher.executors.container: probed once per executor and
+image, local images only), with the workdir, checkpoint dir and run dir mounted at the same paths
+and only the job's variables passed in. A runtime that cannot start the image ends the attempt
+at once without starting a rank: FAILED, exit 125, not retryable, the runtime's reason as its
+detail. With no container runtime installed the job runs on the host and the result says
+`image_runtime="host"` (the controller records it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,7 +38,8 @@ from pathlib import Path
 
 from launcher.atomic import atomic_write_text
 from launcher.executors import job_cgroup
-from launcher.executors.job_env import job_environment
+from launcher.executors.container import RUNTIME_EXIT_CODES, ContainerRuntime, ContainerRuntimeError, select_runtime
+from launcher.executors.job_env import JOB_VAR_NAMES, JOB_VAR_PREFIXES, job_environment
 from launcher.executors.job_status import exit_path, record_attempt, wrap_argv
 from launcher.procfs import (
     proc_stats,
@@ -113,30 +116,15 @@ def rank_env(
     )
 
 
-def podman_argv(
-    podman: str,
-    image: str,
-    command: str,
-    *,
-    env: Mapping[str, str],
-    workdir: Path | None,
-    mounts: Sequence[Path],
-    name: str,
-    pass_env: Sequence[str],
-) -> list[str]:
-    """`podman run` for one rank (settings that work on this kind of host: runc, low ulimit)."""
-    argv = [
-        podman, "run", "--rm", "--name", name, "--runtime", "runc", "--ulimit", "nofile=1024:1024",
-        "--pull", "never", "--network", "host", "--init",
+def container_env_names(env: Mapping[str, str], request: ExecRequest) -> list[str]:
+    """The variables of the job's environment (launcher.executors.job_env) a containerized rank
+    gets: the job variables and the task's own envs/secrets. The host part (PATH, HOME, the
+    Python search path) and the host interpreter's path stay outside: the image has its own."""
+    return [
+        k for k in env
+        if k in request.envs or k == "PYTHONUNBUFFERED"
+        or ((k.startswith(JOB_VAR_PREFIXES) or k in JOB_VAR_NAMES) and k != "LAUNCHER_PYTHON")
     ]  # fmt: skip
-    for m in dict.fromkeys(str(p) for p in mounts):
-        argv += ["-v", f"{m}:{m}"]
-    if workdir is not None:
-        argv += ["-w", str(workdir)]
-    for k in pass_env:
-        if k in env:
-            argv += ["-e", f"{k}={env[k]}"]
-    return [*argv, image, "bash", "-c", command]
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -224,6 +212,10 @@ def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECOND
         _signal_group(g, signal.SIGKILL)
     _signal_strays(strays, signal.SIGKILL)
     job_cgroup.kill(cgroup)
+    containers = data.get("containers") or {}
+    if containers.get("names"):  # a container outlives its SIGKILLed `run` client
+        rt = containers["runtime"]
+        ContainerRuntime(Path(rt).name, rt, "").remove(list(containers["names"]))
     if (run_dir / PROCS_FILE).exists():
         write_procs_file(run_dir, {"procs": []})
     return targets
@@ -260,17 +252,49 @@ def link_file_mounts(request: ExecRequest) -> tuple[list[str], list[str]]:
     return linked, skipped
 
 
+class RuntimeFailedExecution(Execution):
+    """An attempt whose container runtime cannot start the image: it ends at once, no rank
+    started, as a failure retrying cannot fix."""
+
+    def __init__(self, request: ExecRequest, reason: str) -> None:
+        self.request = request
+        self.phase = "setup" if request.setup else "run"
+        self._result = ExecResult(Outcome.FAILED, 125, self.phase, (), "container", reason, retryable=False)
+
+    def poll(self) -> ExecResult:
+        return self._result
+
+    def wait(self, timeout_s: float | None = None) -> ExecResult:
+        return self._result
+
+    def stop(self, grace_s: float = DEFAULT_GRACE_SECONDS) -> ExecResult:
+        return self._result
+
+    def notify_preemption(self, grace_s: float = DEFAULT_GRACE_SECONDS) -> None:
+        pass
+
+    @property
+    def process_groups(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def image_runtime(self) -> str:
+        return "container"
+
+
 class LocalExecution(Execution):
     def __init__(
         self,
         request: ExecRequest,
         *,
-        podman: str | None,
+        runtime: ContainerRuntime | None,
         base_env: Mapping[str, str] | None,
         clock=time.monotonic,
     ) -> None:
         self.request = request
-        self._podman = podman if request.image_id else None
+        self._runtime = runtime if request.image_id else None
+        self.image_digest = self._runtime.digest if self._runtime is not None else None
+        self._containers: list[str] = []  # names of the containers this attempt started
         self._base_env = base_env
         self._clock = clock
         self._master_port = free_port()
@@ -302,13 +326,11 @@ class LocalExecution(Execution):
         req = self.request
         env = rank_env(req, rank, phase=self.phase, master_port=self._master_port, base=self._base_env)
         cwd = req.workdir if req.workdir is not None and req.workdir.is_dir() else req.run_dir
-        if self._podman:
+        if self._runtime is not None:
             mounts = [p for p in (req.workdir, req.checkpoint_dir, req.run_dir) if p is not None]
-            pass_env = [k for k in env if k.startswith(("SKYPILOT_", "LAUNCHER_", "MASTER_")) or k in req.envs]
-            argv = podman_argv(
-                self._podman, req.image_id or "", command, env=env, workdir=req.workdir, mounts=mounts,
-                name=f"launcher-{req.run_id}-a{req.attempt}-r{rank}-{self.phase}", pass_env=pass_env,
-            )  # fmt: skip
+            name = f"launcher-{req.run_id}-a{req.attempt}-r{rank}-{self.phase}"
+            self._containers.append(name)
+            argv = self._runtime.run_argv(command, name=name, env_names=container_env_names(env, req), workdir=req.workdir, mounts=mounts)
         else:
             argv = ["bash", "-c", command]
         procs = self._cgroup / "cgroup.procs" if self._cgroup is not None else None
@@ -333,12 +355,15 @@ class LocalExecution(Execution):
             for r, p in self._procs.items()
             if p.returncode is None
         ]
-        write_procs_file(self.request.run_dir, {"run_id": self.request.run_id, "attempt": self.request.attempt, "procs": procs})
+        data = {"run_id": self.request.run_id, "attempt": self.request.attempt, "procs": procs}
+        if self._runtime is not None and self._containers:
+            data["containers"] = {"runtime": self._runtime.path, "names": list(self._containers)}
+        write_procs_file(self.request.run_dir, data)
 
     # ---- Execution ----------------------------------------------------------------------------
     @property
     def image_runtime(self) -> str:
-        return "podman" if self._podman else "host"
+        return self._runtime.name if self._runtime is not None else "host"
 
     @property
     def process_groups(self) -> tuple[int, ...]:
@@ -370,6 +395,8 @@ class LocalExecution(Execution):
         _await_strays_gone(self._strays, STRAYS_GONE_S)
         wait_relays(self._relays, RELAY_DRAIN_S)  # the log is complete before the phase ends
         self._relays = []
+        if self._runtime is not None and self._kill_at is not None:
+            self._runtime.remove(self._containers)  # a SIGKILLed `run` client leaves its container running
         if self.phase == "setup" and self._failed_first is None and self._stop_reason is None:
             self.phase = "run"
             self._start_phase()
@@ -395,6 +422,9 @@ class LocalExecution(Execution):
         if first is not None:
             outcome = Outcome.SETUP_FAILED if first.phase == "setup" else Outcome.FAILED
             detail = f"rank {first.rank} {first.phase} exited with {first.exit_code}"
+            why = RUNTIME_EXIT_CODES.get(first.exit_code or 0) if self._runtime is not None or first.exit_code != 125 else None
+            if why:
+                detail += f" ({why}: {last_log_line(log_path(self.request.run_dir, first.rank))})"
             return ExecResult(outcome, first.exit_code, first.phase, ranks, self.image_runtime, detail)
         return ExecResult(Outcome.SUCCEEDED, 0, self.phase, ranks, self.image_runtime)
 
@@ -453,16 +483,56 @@ class LocalExecution(Execution):
         return result
 
 
+def last_log_line(path: Path, limit: int = 8192) -> str:
+    """The last non-empty line of a rank's log (the runtime's own error, usually)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:300] if lines else "no output"
+
+
 class LocalExecutor(Executor):
     name = "local"
 
-    def __init__(self, *, podman: str | None | bool = True, base_env: Mapping[str, str] | None = None) -> None:
-        """podman=True: use podman from PATH when an image is requested and podman exists;
-        a string: that podman binary; False/None: always run on the host."""
-        if podman is True:
-            podman = shutil.which("podman")
-        self.podman = podman or None
+    def __init__(
+        self,
+        *,
+        podman: str | None | bool = True,
+        runtimes: Sequence[str] | None = None,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        """podman=True: run images with the first of `runtimes` (default podman, docker) that can
+        start them here; a string: only that runtime binary; False/None: always on the host."""
+        if podman is False or podman is None:
+            self.runtimes: tuple[str, ...] | None = None
+        elif isinstance(podman, str):
+            self.runtimes = (podman,)
+        else:
+            self.runtimes = tuple(runtimes) if runtimes is not None else None
+        self.use_containers = podman not in (False, None)
         self.base_env = base_env
+        self._selected: dict[str, ContainerRuntime | None | str] = {}  # image -> runtime, None (none installed), or why not
 
-    def start(self, request: ExecRequest, handle: ClusterHandle) -> LocalExecution:
-        return LocalExecution(request, podman=self.podman, base_env=self.base_env)
+    def runtime_for(self, image: str) -> ContainerRuntime | None:
+        """The runtime for `image`, probed once per executor. Raises ContainerRuntimeError."""
+        if image not in self._selected:
+            try:
+                self._selected[image] = select_runtime(image, candidates=self.runtimes)
+            except ContainerRuntimeError as e:
+                self._selected[image] = e.message
+        got = self._selected[image]
+        if isinstance(got, str):
+            raise ContainerRuntimeError(got)
+        return got
+
+    def start(self, request: ExecRequest, handle: ClusterHandle) -> Execution:
+        runtime = None
+        if request.image_id and self.use_containers:
+            try:
+                runtime = self.runtime_for(request.image_id)
+            except ContainerRuntimeError as e:
+                return RuntimeFailedExecution(request, e.message)
+        return LocalExecution(request, runtime=runtime, base_env=self.base_env)

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from launcher.executors.container import sky_image_id
 from launcher.errors import ProviderError
 from launcher.executors.base import (
     DEFAULT_GRACE_SECONDS,
@@ -107,8 +108,7 @@ def task_config(
     if accelerator and request.gpus_per_node:
         resources["accelerators"] = {accelerator: request.gpus_per_node}
     if request.image_id:
-        image = request.image_id
-        resources["image_id"] = image if image.startswith("docker:") else f"docker:{image}"
+        resources["image_id"] = sky_image_id(request.image_id)
     if labels:
         resources["labels"] = dict(labels)
     job_vars = {

@@ -7,6 +7,8 @@ are still validated and kept, so the same file can be handed to SkyPilot.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -124,6 +126,18 @@ class ResourceFields(BaseModel):
     def _accelerators(cls, v: Any) -> Any:
         return parse_accelerators(v)
 
+    @field_validator("image_id")
+    @classmethod
+    def _image_id(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        images = v.values() if isinstance(v, dict) else [v]
+        if isinstance(v, dict) and not v:
+            raise ValueError("image_id: a per-region mapping needs at least one REGION: IMAGE entry")
+        for image in images:
+            check_image_ref(image)
+        return v
+
     @field_validator("cloud")
     @classmethod
     def _cloud(cls, v: str | None) -> str | None:
@@ -186,6 +200,35 @@ class ResourceFields(BaseModel):
         if isinstance(self.image_id, dict):  # per-region images: any one names the image
             return next(iter(self.image_id.values()), None)
         return self.image_id
+
+    def image_for(self, region: str | None) -> str | None:
+        """The image for an attempt in `region`: SkyPilot's per-region mapping picks that
+        region's entry; a region it does not name (e.g. `local`) gets the first entry."""
+        if isinstance(self.image_id, dict):
+            if region is not None and region in self.image_id:
+                return self.image_id[region]
+            return self.image
+        return self.image_id
+
+
+# A container image reference (docker's grammar, loosely): [host[:port]/]path[:tag][@digest],
+# optionally with SkyPilot's `docker:` prefix.
+_IMAGE_REF = re.compile(
+    r"^(docker:)?"
+    r"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@sha256:[0-9a-f]{64})?$"
+)
+
+
+def check_image_ref(image: Any) -> None:
+    """Refuse an image no runtime could pull or start (e.g. `docker:` with nothing after it,
+    upper-case repository names) before anything is written."""
+    if not isinstance(image, str) or not image.strip():
+        raise ValueError(f"image_id must be an image reference such as 'docker:ubuntu:22.04' (got {image!r})")
+    if not _IMAGE_REF.match(image):
+        raise ValueError(f"image_id {image!r} is not a valid image reference (e.g. 'docker:nvcr.io/nvidia/pytorch:24.08-py3')")
 
 
 class ResourcesSpec(ResourceFields):

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from launcher.executors import PREEMPTED_EXIT_CODE, ExecRequest, Outcome
-from launcher.executors.local import LocalExecutor, kill_recorded_processes, log_path, podman_argv
+from launcher.executors.container import FORWARDER, ContainerRuntime
+from launcher.executors.local import LocalExecutor, kill_recorded_processes, log_path
 from launcher.providers.base import ClusterRequest
 from launcher.providers.local import LocalProvider, PreemptionSchedule
 
@@ -147,21 +148,20 @@ def test_recorded_pid_reused_by_another_process_is_not_killed(tmp_path):
     assert kill_recorded_processes(run_dir, grace_s=0.1) == []  # we are still alive
 
 
-def test_podman_command_line():
-    argv = podman_argv(
-        "podman", "img:1", "python train.py", env={"A": "1", "SKYPILOT_NODE_RANK": "0", "SECRET": "x"},
-        workdir=Path("/w"), mounts=[Path("/w"), Path("/ck")], name="n1", pass_env=["A", "SKYPILOT_NODE_RANK"],
-    )  # fmt: skip
-    assert argv[:2] == ["podman", "run"]
-    assert argv[argv.index("--runtime") + 1] == "runc"
+def test_container_command_line_passes_variables_by_name_only():
+    rt = ContainerRuntime("podman", "/usr/bin/podman", "localhost/img:1", ("--runtime", "runc", "--init"), True)
+    argv = rt.run_argv("python train.py", name="n1", env_names=["A", "SKYPILOT_NODE_RANK"], workdir=Path("/w"), mounts=[Path("/w"), Path("/ck"), Path("/w")])
+    assert argv[:2] == ["/usr/bin/podman", "run"]
+    assert argv[argv.index("--runtime") + 1] == "runc" and "--init" in argv
     assert argv[argv.index("--ulimit") + 1] == "nofile=1024:1024"
     assert argv[argv.index("--pull") + 1] == "never"
-    assert ["-v", "/ck:/ck"] == argv[argv.index("/ck:/ck") - 1 : argv.index("/ck:/ck") + 1]
-    assert "-e" in argv and "A=1" in argv and "SECRET=x" not in argv
-    assert argv[-4:] == ["img:1", "bash", "-c", "python train.py"]
+    assert argv.count("-v") == 2 and ["-v", "/ck:/ck"] == argv[argv.index("/ck:/ck") - 1 : argv.index("/ck:/ck") + 1]
+    assert ["-e", "A", "-e", "SKYPILOT_NODE_RANK"] == argv[argv.index("-e") : argv.index("-e") + 4]
+    assert not any("=" in a for a in argv[: argv.index("localhost/img:1")] if a.startswith(("A", "SKY")))
+    assert argv[-6:] == ["localhost/img:1", "sh", "-c", FORWARDER, "launcher-job", "python train.py"]
 
 
-def test_image_without_podman_runs_on_host_and_says_so(tmp_path):
+def test_image_with_containers_off_runs_on_host_and_says_so(tmp_path):
     req = _request(tmp_path, run="echo hi", image_id="docker:ubuntu")
     result = _start(req).wait(30)
     assert result.outcome is Outcome.SUCCEEDED and result.image_runtime == "host"
