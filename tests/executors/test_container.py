@@ -160,3 +160,14 @@ def test_a_preemption_notice_reaches_the_job_inside_the_container(image, tmp_pat
     result = execution.wait(60)
     assert result.outcome is Outcome.PREEMPTED and result.exit_code == 75
     assert (wd / "ckpt.txt").read_text().strip() == "saved"
+
+
+def test_a_container_gets_the_jobs_variables_by_name_and_nothing_of_the_launchers(tmp_path):
+    from launcher.executors.local import container_env_names, rank_env
+
+    req = _request(tmp_path, run="x", image_id="docker:localhost/bb:1", envs={"MY_VAR": "1", "HF_TOKEN": "s3cret"})
+    host = {"PATH": "/usr/bin", "HOME": "/root", "LAUNCHER_DB_URL": "postgresql://u:pw@db/x", "AWS_SECRET_ACCESS_KEY": "k"}
+    env = rank_env(req, 0, phase="run", master_port=1234, base=host)
+    names = container_env_names(env, req)
+    assert {"MY_VAR", "HF_TOKEN", "SKYPILOT_NODE_RANK", "LAUNCHER_RUN_ID", "MASTER_PORT", "LAUNCHER_CHECKPOINT_DIR"} <= set(names)
+    assert not {"PATH", "HOME", "LAUNCHER_DB_URL", "AWS_SECRET_ACCESS_KEY", "LAUNCHER_PYTHON"} & set(names)
