@@ -21,3 +21,13 @@ DECLARED_CLUSTER_KINDS = ("slurm", KUBERNETES, "ssh")
 SPEC_CLOUDS = (*CATALOG_CLOUDS, *DECLARED_CLUSTER_KINDS, LOCAL)
 STACK_CLOUDS = ("aws", "gcp")
 REAPABLE_CLOUDS = (*STACK_CLOUDS, LOCAL)
+
+# Other names users write for a cloud (SkyPilot's `k8s`, older or vendor names).
+CLOUD_ALIASES = {"k8s": KUBERNETES, "lambdalabs": "lambda", "google": "gcp", "amazon": "aws"}
+
+
+def canonical_cloud(name: str) -> str:
+    """A cloud name as the project spells it: lowercase, aliases resolved (unknown names are
+    returned lowercased, for the caller's own "did you mean")."""
+    key = name.strip().lower()
+    return CLOUD_ALIASES.get(key, key)

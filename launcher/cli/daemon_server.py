@@ -37,6 +37,7 @@ from launcher.errors import ExitCode
 
 # What the commands users run often import, beyond the command modules: loaded once, here.
 PRELOAD = (
+    "launcher.cli.plain_params",
     "launcher.cli.render",
     "launcher.clusters.offers",
     "launcher.clusters.store",
@@ -51,6 +52,8 @@ PRELOAD = (
     "launcher.ledger.store",
     "launcher.planning.cloud_resources",
     "launcher.planning.declared",
+    "launcher.planning.offers",
+    "launcher.planning.planner",
     "launcher.planning.preflight",
     "launcher.providers.detect",
     "launcher.providers.local",

@@ -95,6 +95,10 @@ def run(argv: list[str], *, own_process: bool = False) -> int:
     paths.make_state_private()
     argv = hoist_global_options(argv)
     command = load_commands(argv)  # builds no pydantic model: the plugin search is still ahead
+    if command in startup_gc.QUICK_COMMANDS:
+        from launcher.cli import plain_params
+
+        plain_params.install()
     if own_process:
         startup_gc.skip_pydantic_plugins(command)
         startup_gc.hold(command)

@@ -59,24 +59,14 @@ def offers(
         raise BadInputError("--limit must be >= 0")
 
     _import_numpy_with_one_blas_thread()
-    from launcher import paths
-    from launcher.providers.detect import enabled_clouds
-    from pricing.compiled import load_offer_catalog
-    from pricing.gpus import parse_gpus
+    from launcher.planning.offers import OffersQuery, offers as rank_offers
     from pricing.models import OfferQuery
-    from pricing.rank import explain_offers, offers_as_records
 
-    # The compiled catalog: numpy only (pandas parses it once, when the sources change).
-    catalog = load_offer_catalog(
-        GLOBALS.catalog_dir, cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file()
-    )
     clouds = _split(cloud)
-    if clouds:
-        clouds = tuple(c.lower() for c in clouds)
-    query = OfferQuery(
-        gpus=parse_gpus(list(_split(gpus) or ()), known=catalog.accelerators()) if gpus else None,
+    filters = OfferQuery(
+        gpus=() if gpus else None,  # the shapes --gpus names, from the catalog's names (gpu_names)
         spot=True if spot else False if on_demand else None,
-        clouds=clouds,
+        clouds=tuple(c.lower() for c in clouds) if clouds else None,
         regions=_split(region),
         exclude_regions=_split(exclude_region) or (),
         min_gpu_memory_gib=min_gpu_memory_gib,
@@ -88,35 +78,16 @@ def offers(
         checkpoint_cost_minutes=checkpoint_cost_minutes,
         restart_overhead_minutes=restart_minutes,
     )
-    from launcher.cli.offers_declared import declared_records, merge_records
-
-    declared = declared_records(query)
-    report = None
-    from pricing.clouds import DECLARED_CLUSTER_KINDS
-
-    catalog_clouds = None if clouds is None else tuple(c for c in clouds if c not in (*DECLARED_CLUSTER_KINDS, "k8s"))
-    if catalog_clouds is None or catalog_clouds:
-        from dataclasses import replace
-
-        from launcher.errors import NoOfferError
-
-        try:
-            report = explain_offers(catalog, replace(query, clouds=catalog_clouds), limit=limit or None)
-        except NoOfferError:
-            if not declared:
-                raise
-    enabled = {name: st.enabled for name, st in enabled_clouds().items()}
-    records = merge_records(offers_as_records(report.offers, enabled, {c: s.as_of for c, s in catalog.sources.items()}) if report else [], declared, limit or None)
-    if report is None:
-        from pricing.rank import RankReport
-
-        report = RankReport(offers=[], matched=0)
+    gpu_names = _split(gpus) or ()
+    result = rank_offers(
+        OffersQuery(filters=filters, gpu_names=gpu_names, limit=limit or None, catalog_dir=GLOBALS.catalog_dir)
+    )
     if as_json:
         from launcher.cli.render import print_json
 
-        print_json(records)
+        print_json([r.as_record() for r in result.rows])
         return
-    _print_table(records, report, catalog)
+    _print_table(result)
 
 
 def _import_numpy_with_one_blas_thread() -> None:
@@ -139,26 +110,27 @@ def _import_numpy_with_one_blas_thread() -> None:
             os.environ["OPENBLAS_NUM_THREADS"] = saved
 
 
-def _print_table(records: list[dict], report, catalog) -> None:
+def _print_table(result) -> None:
     from launcher.cli.render import info, print_text_table
     from pricing.explain_words import interruption_words, stale_note
 
     rows = []
-    for r in records:
-        gpus = f"{r['accelerator']}:{r['accelerator_count']}" if r["accelerator"] else "-"
+    for r in result.rows:
+        s, o = r.scored, r.scored.offer
+        gpus = f"{o.accelerator}:{o.accelerator_count}" if o.accelerator else "-"
         rows.append(
             (
-                r["rank"],
-                ("* " if r["enabled"] else "  ") + r["cloud"],
-                r["region"],
-                r["zone"] or "-",
-                r["instance_type"],
+                s.rank,
+                ("* " if r.enabled else "  ") + o.cloud,
+                o.region,
+                o.zone or "-",
+                o.instance_type,
                 gpus,
-                "spot" if r["spot"] else "on-demand",
-                f"{r['price_usd_per_hour']:.4f}",
-                interruption_words(r["cloud"], r["interruption_band"], r["hazard_per_hour"]),
-                f"{r['expected_cost_usd']:.2f}",
-                f"{r['expected_hours']:.3f}",
+                "spot" if o.spot else "on-demand",
+                f"{o.price_usd_per_hour:.4f}",
+                interruption_words(o.cloud, s.interruption_band, s.hazard_per_hour),
+                f"{s.expected_cost_usd:.2f}",
+                f"{s.expected_hours:.3f}",
             )
         )
     print_text_table(
@@ -166,15 +138,15 @@ def _print_table(records: list[dict], report, catalog) -> None:
          "exp. $", "exp. h"],
         rows,
     )  # fmt: skip
-    sources = ", ".join(f"{c}: {s.kind}" + (f" {s.as_of[:10]}" if s.as_of else "") for c, s in catalog.sources.items())
-    n_declared = sum(1 for r in records if "reason" in r)
-    info(f"{len(records)} of {report.matched + n_declared} matching offers shown; * = credentials found (clusters: reachable). Catalog: {sources}")
-    for r in records:
-        if "reason" in r and not r["enabled"]:
-            info(f"cluster {r['region']} ({r['cloud']}) not enabled: {r['reason']}")
-    for why, n in report.dropped.items():
+    sources = ", ".join(f"{c}: {s.kind}" + (f" {s.as_of[:10]}" if s.as_of else "") for c, s in result.sources.items())
+    declared = result.declared_rows
+    info(f"{len(result.rows)} of {result.matched + len(declared)} matching offers shown; * = credentials found (clusters: reachable). Catalog: {sources}")
+    for r in declared:
+        if not r.enabled:
+            info(f"cluster {r.scored.offer.region} ({r.scored.offer.cloud}) not enabled: {r.cluster_reason}")
+    for why, n in result.dropped.items():
         info(f"left out {n}: {why}")
-    shown = {r["cloud"] for r in records}
-    note = stale_note({c: s.as_of for c, s in catalog.sources.items() if c in shown})
+    shown = {r.scored.offer.cloud for r in result.rows}
+    note = stale_note({c: s.as_of for c, s in result.sources.items() if c in shown})
     if note:
         info(note)

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 
 QUICK_COMMANDS = frozenset({"launch", "offers"})
+# Quick commands that validate with pydantic models; `offers` builds none (its options are plain
+# values: launcher.cli.plain_params), so importing pydantic to skip a search would only cost.
+MODEL_COMMANDS = frozenset({"launch"})
 _holding = [False]
 _quick = [False]
 
@@ -53,6 +57,8 @@ def skip_pydantic_plugins(command: str | None) -> None:
     own handling."""
     if command not in QUICK_COMMANDS or "PYDANTIC_DISABLE_PLUGINS" in os.environ:
         return
+    if command not in MODEL_COMMANDS and "pydantic.plugin._loader" not in sys.modules:
+        return  # no model will be built: nothing to search for, nothing to import
     try:
         from pydantic.plugin import _loader
     except ImportError:  # a pydantic without plugin support: nothing to skip

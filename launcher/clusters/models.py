@@ -6,11 +6,10 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pricing.clouds import DECLARED_CLUSTER_KINDS
+from pricing.clouds import DECLARED_CLUSTER_KINDS, canonical_cloud
 
 # SkyPilot infra kinds for clusters users already have; `k8s` is SkyPilot's short name.
 CLUSTER_KINDS = DECLARED_CLUSTER_KINDS  # one vocabulary: pricing.clouds
-_KIND_ALIASES = {"k8s": "kubernetes"}
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _Model = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see config_file.defaults
 
@@ -18,7 +17,7 @@ _Model = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see config
 def parse_infra(value: str) -> tuple[str, str]:
     """'slurm/<cluster>' | 'k8s/<context>' | 'kubernetes/<context>' | 'ssh/<pool>' -> (kind, target)."""
     parts = value.strip().split("/")
-    kind = _KIND_ALIASES.get(parts[0].lower(), parts[0].lower())
+    kind = canonical_cloud(parts[0])
     if kind not in CLUSTER_KINDS or len(parts) != 2 or not parts[1]:
         raise ValueError(
             f"infra is slurm/<cluster>, k8s/<context> or ssh/<pool> (got {value!r})"

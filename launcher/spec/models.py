@@ -15,16 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from launcher.errors import did_you_mean
 from launcher.spec.durations import parse_duration_seconds
-from pricing.clouds import SPEC_CLOUDS  # clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`)
-
-_CLOUD_ALIASES = {"k8s": "kubernetes", "lambdalabs": "lambda", "google": "gcp", "amazon": "aws"}
+from pricing.clouds import SPEC_CLOUDS, canonical_cloud  # clouds a spec may name (`infra: aws/us-east-1`, `cloud: gcp`)
 
 _Model = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 def normalize_cloud(name: str) -> str:
-    key = name.strip().lower()
-    key = _CLOUD_ALIASES.get(key, key)
+    key = canonical_cloud(name)
     if key not in SPEC_CLOUDS:
         hint = did_you_mean(name, SPEC_CLOUDS)
         raise ValueError(f"unknown cloud {name!r}" + (f"; {hint}" if hint else f" (known: {', '.join(SPEC_CLOUDS)})"))
