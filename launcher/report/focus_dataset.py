@@ -39,6 +39,16 @@ SERVICE_NAMES: Mapping[str, tuple[str, str]] = {
     "local": ("Local Executor", "Local Checkpoint Storage"),
 }
 
+# Clusters the user already has (`launcher clusters`, pricing.clouds.DECLARED_CLUSTER_KINDS): the
+# team's own machines at the internal rate the user declared, which does not move with demand
+# (PricingCategory Standard even on a preemptible partition). kind -> (ServiceName,
+# ServiceSubcategory, ResourceType).
+OWNED_CLUSTER_SERVICES: Mapping[str, tuple[str, str, str]] = {
+    "slurm": ("Slurm Cluster", "Other (Compute)", "Slurm Allocation"),
+    "kubernetes": ("Kubernetes Cluster", "Containers", "Kubernetes Pod"),
+    "ssh": ("SSH Node Pool", "Other (Compute)", "SSH Node"),
+}
+
 # The column order of the file: FOCUS columns first, then ours.
 FOCUS_COLUMNS = (
     "BillingAccountId", "BillingAccountName", "BillingPeriodStart", "BillingPeriodEnd",
@@ -118,6 +128,15 @@ def _compute_rows(f: pd.DataFrame, attempts: pd.DataFrame) -> pd.DataFrame:
     out["ServiceName"] = [SERVICE_NAMES.get(c, (f"{F.provider_name(c)} Compute", ""))[0] for c in cloud]
     out["ServiceCategory"] = "Compute"
     out["ServiceSubcategory"] = "Virtual Machines"
+    owned = np.array([c in OWNED_CLUSTER_SERVICES for c in cloud], dtype=bool)
+    if owned.any():
+        service, subcategory, resource_type = (
+            [OWNED_CLUSTER_SERVICES[c][i] for c in np.asarray(cloud, dtype=object)[owned]] for i in range(3)
+        )
+        out.loc[owned, "ServiceName"] = service
+        out.loc[owned, "ServiceSubcategory"] = subcategory
+        out.loc[owned, "ResourceType"] = resource_type
+        out.loc[owned, "PricingCategory"] = "Standard"
     out["RegionName"] = out["RegionId"]
     out["ResourceName"] = out["ResourceId"]
     # average unit prices over the charge (price history), so cost = unit price x quantity
@@ -129,9 +148,12 @@ def _compute_rows(f: pd.DataFrame, attempts: pd.DataFrame) -> pd.DataFrame:
     out["ConsumedUnit"] = "Hours"
     spot = out["x_Spot"].to_numpy(dtype=bool)
     nodes = out["x_NodeHours"].to_numpy(dtype="float64")
+    market = {(False, True): "spot", (False, False): "on-demand", (True, True): "preemptible", (True, False): "dedicated"}
     out["ChargeDescription"] = [
-        f"{it} {'spot' if s else 'on-demand'} machine time ({acc or 'no accelerator'}), attempt {aid}"
-        for it, s, acc, aid in zip(out["x_InstanceType"], spot, out["x_Accelerator"].fillna(""), out["x_AttemptId"])
+        f"{it} {market[(bool(o), bool(s))]} machine time ({acc or 'no accelerator'}), attempt {aid}"
+        for it, s, o, acc, aid in zip(
+            out["x_InstanceType"], spot, owned, out["x_Accelerator"].fillna(""), out["x_AttemptId"]
+        )
     ]
     del nodes
     if "Tags" not in out:
