@@ -2,6 +2,8 @@
 
 * `lineage` event in the ledger: the sha256 of every file under the spec's `launcher.data`
   paths (so a refusal can name the file that changed), the spec's path inside its repository.
+* `environment` event: the Python environment the run really had (launcher.environment): every
+  installed distribution with its version and, for local installs, source revision, and their hash.
 * `runs/<id>/lineage/`: the uncommitted changes the run was launched with (`git diff HEAD` as a
   binary patch, untracked files copied) when they are small enough to keep, so the exact code
   can be rebuilt on a clean checkout of the recorded revision.
@@ -17,6 +19,7 @@ from pathlib import Path
 from launcher.provenance import _git, code_revision, git_root
 
 LINEAGE_EVENT = "lineage"
+ENVIRONMENT_EVENT = "environment"
 LINEAGE_DIR = "lineage"
 PATCH_NAME = "uncommitted.patch"
 UNTRACKED_DIR = "untracked"
@@ -63,7 +66,26 @@ def record_lineage(ledger, run_id: str, loaded, run_dir: Path) -> dict:
         data["base_relpath"] = os.path.relpath(Path(loaded.base_dir).resolve(), root.resolve())
         data["uncommitted_saved"] = save_uncommitted(root, run_dir / LINEAGE_DIR)
     ledger.add_event(run_id, LINEAGE_EVENT, data)
+    record_environment(ledger, run_id)
     return data
+
+
+def record_environment(ledger, run_id: str) -> dict:
+    """The `environment` event: this interpreter's distributions (the local backend's jobs run
+    with it)."""
+    from launcher.environment import current
+
+    data = current().to_json()
+    ledger.add_event(run_id, ENVIRONMENT_EVENT, data)
+    return data
+
+
+def recorded_environment(ledger, run_id: str):
+    """The Environment a run recorded, or None (launched by an older launcher)."""
+    from launcher.environment import Environment
+
+    events = ledger.events(run_id, kind=ENVIRONMENT_EVENT)
+    return Environment.from_json(events[-1].data) if events else None
 
 
 def save_uncommitted(root: Path, dest: Path) -> bool:

@@ -3,7 +3,10 @@
 The code: a clean `git worktree` of the recorded revision (in `$LAUNCHER_HOME/reproduce/`), with
 the run's uncommitted changes applied when they were saved at launch and rebuild the recorded
 dirty-tree hash exactly. The environment: the lockfile found from the spec must hash as recorded,
-and every exact pin in it (`name==version` lines) must be what this interpreter has installed.
+and this interpreter must have exactly the distributions the run recorded having (its
+`environment` event: what it really ran with, whatever the lockfile says); the refusal carries the
+differences package by package (`EnvironmentDiffersError.differences`). A run recorded before
+environments were recorded is checked the old way: every exact pin of its lockfile installed.
 The data: every file under `launcher.data` must hash as recorded (the refusal names the file).
 The spec is the one the run was launched with; its seeds come with it.
 """
@@ -20,10 +23,23 @@ from pathlib import Path
 from launcher import paths
 from launcher.errors import BadInputError, NotFoundError, RefusedError
 from launcher.provenance import code_dirty_hash, find_lockfiles, lockfile_hash
-from launcher.tracking.lineage import LINEAGE_DIR, LINEAGE_EVENT, PATCH_NAME, UNTRACKED_DIR, data_file_hashes
+from launcher.tracking.lineage import LINEAGE_DIR, LINEAGE_EVENT, PATCH_NAME, UNTRACKED_DIR, data_file_hashes, recorded_environment
 from launcher.tracking.session import RESULTS_EVENT
 
 _PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;#]+)")
+
+
+class EnvironmentDiffersError(RefusedError):
+    """This interpreter's distributions are not the ones the run had."""
+
+    def __init__(self, run_id: str, diffs: list, **kw) -> None:
+        n = len(diffs)
+        super().__init__(
+            f"this environment differs from the one run {run_id} ran with in {n} package{'s' if n != 1 else ''}",
+            hint=kw.pop("hint", f"`launcher reproduce {run_id} --make-env DIR` builds it with the recorded versions and reproduces from there"),
+        )
+        self.run_id = run_id
+        self.differences = diffs
 
 
 @dataclass(frozen=True)
@@ -65,7 +81,7 @@ def prepare_reproduction(ledger, target: str) -> ReproSource:
         if run.code_dirty_hash:
             _restore_uncommitted(run, rd / LINEAGE_DIR, worktree, saved=bool(lineage.get("uncommitted_saved")))
         loaded = _load_spec(spec_text, worktree, lineage)
-        check_environment(run, loaded, worktree)
+        check_environment(run, loaded, worktree, recorded=recorded_environment(ledger, run.run_id), own_source=root)
         check_data(run, loaded, lineage)
     except BaseException:
         remove_worktree(worktree)
@@ -127,7 +143,7 @@ def _load_spec(spec_text: str, worktree: Path, lineage: dict):
     return load_spec_text(spec_text, path=spec_path, base_dir=base_dir)
 
 
-def check_environment(run, loaded, worktree: Path) -> None:
+def check_environment(run, loaded, worktree: Path, *, recorded=None, own_source: Path | None = None) -> None:
     start = loaded.path.parent if loaded.path is not None else Path(loaded.base_dir)
     found = find_lockfiles(start, stop=worktree)
     now = lockfile_hash(start, stop=worktree)
@@ -137,6 +153,13 @@ def check_environment(run, loaded, worktree: Path) -> None:
             f"lockfile hash differs from run {run.run_id}: recorded {str(run.lockfile_hash)[:12]}, "
             f"the checkout has {str(now)[:12]} ({names})"
         )
+    if recorded is not None:
+        from launcher.environment import current, differences
+
+        diffs = differences(recorded, current(), own_source=own_source)
+        if diffs:
+            raise EnvironmentDiffersError(run.run_id, diffs)
+        return
     drift = environment_drift(found)
     if drift:
         shown = "; ".join(drift[:5]) + (f"; and {len(drift) - 5} more" if len(drift) > 5 else "")

@@ -1,4 +1,6 @@
-"""Two runs side by side: provenance, resources, cost and results, each row marked same or not."""
+"""Two runs side by side: provenance, resources, cost, results and environment, each row marked
+same or not. The environment section: the interpreter, the distributions' count and hash, then one
+row per package that differs (version, and source revision for local installs)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from launcher import paths
 from launcher.tracking.run_facts import PROVENANCE_FIELDS, end_numbers
 
 SECTIONS = ("provenance", "resources", "cost", "results")
+ENVIRONMENT = "environment"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,28 @@ def diff_runs(ledger, a, b) -> list[DiffRow]:
     for section in SECTIONS:
         keys = list(dict.fromkeys([*fa[section], *fb[section]]))
         rows.extend(DiffRow(section, k, fa[section].get(k), fb[section].get(k)) for k in keys)
+    return rows + environment_rows(ledger, a.run_id, b.run_id)
+
+
+def environment_rows(ledger, a_id: str, b_id: str) -> list[DiffRow]:
+    """The two recorded environments: summary rows, then each package that differs."""
+    from launcher.environment import differences
+    from launcher.tracking.lineage import recorded_environment
+
+    ea, eb = recorded_environment(ledger, a_id), recorded_environment(ledger, b_id)
+    if ea is None and eb is None:
+        return []
+
+    def summary(e):
+        if e is None:
+            return None, None, None
+        return f"{e.implementation} {e.python}", len(e.distributions), e.distributions_hash
+
+    (pa, na, ha), (pb, nb, hb) = summary(ea), summary(eb)
+    rows = [DiffRow(ENVIRONMENT, "python", pa, pb), DiffRow(ENVIRONMENT, "distributions", na, nb),
+            DiffRow(ENVIRONMENT, "distributions_hash", ha, hb)]  # fmt: skip
+    if ea is not None and eb is not None:
+        rows += [DiffRow(ENVIRONMENT, f"package {d.name}", d.recorded, d.here) for d in differences(ea, eb) if d.name != "python"]
     return rows
 
 

@@ -132,13 +132,93 @@ def test_uncommitted_changes_are_rebuilt_when_kept_and_refused_when_not(tmp_path
     assert len(ledger_runs()) == 2
 
 
-def test_environment_that_differs_from_the_lockfile_is_refused_naming_the_package(tmp_path):
+def test_a_run_records_the_environment_it_really_had_and_reproduces_in_it_whatever_its_lockfile_says(tmp_path):
+    # The lockfile pins a pyyaml nobody has: the run still ran with the installed one, and that
+    # is what it records and what `reproduce` checks.
     repo = make_repo(tmp_path, {**CODE_JOB, "requirements.lock": "pyyaml==0.0.1\n"})
     first = launched_run_id(run_cli("launch", str(repo / "spec.yaml"), "--yes", "--cheapest"))
+    show = run_cli("runs", "show", first, "--json")
+    import json
+
+    env = json.loads(show.stdout)["environment"]
+    assert f"{len(_dists())} distributions" in env
     r = run_cli("reproduce", first, "--check")
-    assert r.returncode == 3
-    assert f"pyyaml: requirements.lock says 0.0.1, installed {version('pyyaml')}" in r.stderr
-    assert len(ledger_runs()) == 1
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "identical weights" in r.stderr
+
+
+def _dists():
+    from launcher.environment import current
+
+    return current().distributions
+
+
+def _with_older_six(tmp_path) -> dict:
+    """This environment plus a real six 1.16.0 (pip, from the package index) first on the path."""
+    target = tmp_path / "older-six"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), "six==1.16.0"],
+                   check=True, capture_output=True, timeout=600)  # fmt: skip
+    return {"PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.slow
+def test_another_environment_is_one_table_of_differences_and_runs_diff_shows_them_package_by_package(tmp_path):
+    import json
+
+    import six
+
+    repo = make_repo(tmp_path, CODE_JOB)
+    first = launched_run_id(run_cli("launch", str(repo / "spec.yaml"), "--yes", "--cheapest"))
+    older = _with_older_six(tmp_path)
+    r = run_cli("reproduce", first, "--check", env=older)
+    assert r.returncode == 3, r.stderr
+    assert "differs from the one run" in r.stderr and "in 1 package" in r.stderr and "--make-env DIR" in r.stderr
+    (row,) = [ln for ln in r.stderr.splitlines() if " six " in ln]
+    assert six.__version__ in row and "1.16.0" in row and row.index(six.__version__) < row.index("1.16.0")
+    assert len(ledger_runs()) == 1  # nothing launched
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "x").write_text("")
+    r = run_cli("reproduce", first, "--check", "--make-env", str(used), env=older)
+    assert r.returncode == 2 and "not empty" in r.stderr and len(ledger_runs()) == 1
+
+    r = run_cli("launch", str(repo / "spec.yaml"), "--yes", "--cheapest", env=older)
+    assert r.returncode == 0, r.stderr[-2000:]
+    second = next(x.run_id for x in ledger_runs() if x.run_id != first)
+    d = json.loads(run_cli("runs", "diff", first, second, "--json").stdout)
+    rows = {(x["section"], x["field"]): x for x in d["rows"]}
+    assert rows[("environment", "package six")] == {"section": "environment", "field": "package six", "a": six.__version__, "b": "1.16.0", "same": False}
+    assert rows[("environment", "distributions_hash")]["same"] is False and rows[("environment", "python")]["same"] is True
+    assert [k for k in rows if k[0] == "environment" and k[1].startswith("package")] == [("environment", "package six")]
+    text = run_cli("runs", "diff", first, second, "--only-differences").stdout
+    assert "package six" in text
+
+
+TRAIN_ARGS = "--epochs 3 --batch-size 40 --seed 0 --checkpoint-every-steps 10 --step-time-s 0.09"
+PREEMPTIONS = ["--simulate-preemptions", "3", "--simulate-seed", "1", "--simulate-within", "4", "--grace-seconds", "60"]
+
+
+@pytest.mark.slow
+def test_a_run_preempted_three_times_reproduces_with_identical_weights_in_the_environment_it_ran_in(tmp_path):
+    repo = make_repo(tmp_path, {
+        "requirements.lock": "pyyaml==0.0.1\n",  # not what is installed: the run's record is what counts
+        "spec.yaml": f"""
+            name: digits
+            workdir: .
+            run: python train.py {TRAIN_ARGS}
+            launcher: {{project: repro, expected_hours: 0.01, seeds: {{train: 0}}}}
+            """,
+    })  # fmt: skip
+    shutil.copy(REPO / "task_specs" / "train.py", repo / "train.py")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "train")
+    first = launched_run_id(run_cli("launch", str(repo / "spec.yaml"), "--yes", "--cheapest", *PREEMPTIONS, timeout=900))
+    from tests.cli.launch_helpers import ledger_attempts
+
+    assert [a.end_reason for a in ledger_attempts(first)] == ["preempted"] * 3 + ["completed"]
+    r = run_cli("reproduce", first, "--check", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "identical weights" in r.stderr
 
 
 def test_reproduce_unknown_run_is_not_found():
