@@ -83,14 +83,15 @@ def _scratch(tmp_path: Path) -> dict[str, str]:
             (work / entry.name).symlink_to(entry)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    # a symlink to a venv's python would not find the venv (pyvenv.cfg is looked up beside it)
     scripts = {
-        "launcher": "from launcher.cli.entry import main; main()",
-        "launch": "from launcher.cli.entry import launch_main; launch_main()",
+        "launcher": f'exec "{sys.executable}" -c "from launcher.cli.entry import main; main()" "$@"',
+        "launch": f'exec "{sys.executable}" -c "from launcher.cli.entry import launch_main; launch_main()" "$@"',
+        "python": f'exec "{sys.executable}" "$@"',
     }
-    for name, code in scripts.items():
-        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "{code}" "$@"\n')
+    for name, line in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{line}\n")
         (bin_dir / name).chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in CRED_VARS and not k.startswith("LAUNCHER_")}
@@ -106,15 +107,30 @@ def _scratch(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def run_block(block: Block, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", block.script],
+        capture_output=True, text=True, env=env, cwd=env["WORK"], timeout=BLOCK_TIMEOUT_S,
+    )  # fmt: skip
+
+
+def test_the_runner_sees_a_failing_example_and_the_console_scripts(tmp_path):
+    env = _scratch(tmp_path)
+    ok = run_block(Block("t", 1, "launcher --version\nlaunch --help >/dev/null\npython -c 'import launcher'\n"), env)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("launcher ")
+    # a failing command in the middle of a block fails it (bash -e), with the CLI's exit code
+    bad = run_block(Block("t", 1, "launcher runs show no-such-run\necho not reached\n"), env)
+    assert bad.returncode == 7 and "not reached" not in bad.stdout
+    assert not list(Path(env["LAUNCHER_HOME"]).glob("runs/*"))
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_marked_examples_run(page, tmp_path):
     env = _scratch(tmp_path)
     for block in BLOCKS[page]:
         started = time.monotonic()
-        r = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", block.script],
-            capture_output=True, text=True, env=env, cwd=env["WORK"], timeout=BLOCK_TIMEOUT_S,
-        )  # fmt: skip
+        r = run_block(block, env)
         took = time.monotonic() - started
         assert r.returncode == 0, (
             f"{block.page}:{block.line}: the example exited {r.returncode} after {took:.1f} s\n"
