@@ -34,6 +34,8 @@ PAGES_WITH_EXAMPLES = (
     "docs/guides/clusters.md",
     "docs/guides/reaper.md",
     "docs/guides/reports.md",
+    "docs/guides/server.md",
+    "docs/guides/tracking.md",
 )
 
 
