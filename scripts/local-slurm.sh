@@ -17,21 +17,38 @@
 # * `python` on the user's PATH runs $LOCAL_SLURM_JOB_PYTHON (default: $LAUNCHER_PYTHON), so jobs
 #   such as task_specs/train.py find torch.
 # * Declares the cluster for the current LAUNCHER_HOME (`launcher clusters add local ...`) when
-#   $LAUNCHER_PYTHON can import the launcher.
+#   $LAUNCHER_PYTHON can import the launcher (and warns when it lacks SkyPilot: the `sky` extra).
+# * LAUNCHER_PYTHON / LOCAL_SLURM_JOB_PYTHON may be relative (.venv/bin/python) or bare names:
+#   they are made absolute first, since the job user's shim runs them from elsewhere.
 set -euo pipefail
 
 CMD=${1:-}
 NAME=${LOCAL_SLURM_NAME:-local}
 SUSER=${LOCAL_SLURM_USER:-skyslurm}
 STATE=${LOCAL_SLURM_STATE:-/var/lib/gpu-launcher/local-slurm}
-LAUNCHER_PYTHON=${LAUNCHER_PYTHON:-$(command -v python3)}
-JOB_PY=${LOCAL_SLURM_JOB_PYTHON:-$LAUNCHER_PYTHON}
 SLURM_CONF=/etc/slurm/slurm.conf
 UV_VERSION=0.13.9
 
 log() { echo "local-slurm: $*" >&2; }
 die() { echo "local-slurm: error: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts daemons)"
+
+# abs_python VAR PATH: PATH as an absolute path to an executable (a bare name is looked up on
+# PATH; a relative path is taken from the current directory). Symlinks are kept, not followed:
+# a venv's bin/python must stay the venv's. The job user's shim runs it from another directory,
+# so a relative path there would not be found (exit 127 in setup).
+abs_python() {
+  local p=$2
+  case "$p" in
+    /*) ;;
+    */*) p="$(cd "$(dirname "$p")" 2>/dev/null && pwd)/$(basename "$p")" || die "$1=$2: no such directory" ;;
+    *) p=$(command -v "$p") || die "$1=$2: not found on PATH" ;;
+  esac
+  [ -x "$p" ] || die "$1=$2: $p is not an executable file"
+  printf '%s' "$p"
+}
+LAUNCHER_PYTHON=$(abs_python LAUNCHER_PYTHON "${LAUNCHER_PYTHON:-python3}")
+JOB_PY=$(abs_python LOCAL_SLURM_JOB_PYTHON "${LOCAL_SLURM_JOB_PYTHON:-$LAUNCHER_PYTHON}")
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -243,6 +260,9 @@ declare_cluster() {
   if "$LAUNCHER_PYTHON" -c 'import launcher' 2>/dev/null; then
     "$LAUNCHER_PYTHON" -m launcher.cli.main clusters add "$NAME" --infra "slurm/$NAME" \
       --cpus "$(nproc)" --job-prefix "export PATH=$home/bin:\$PATH" --replace >&2
+    # SkyPilot launches the jobs; the quickstart installs the launcher without it.
+    "$LAUNCHER_PYTHON" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("sky") is None)' \
+      || log "warning: SkyPilot is not installed for $LAUNCHER_PYTHON, and launches on slurm/$NAME need it: $LAUNCHER_PYTHON -m pip install -c requirements.lock -e '.[sky,train]'"
   else
     log "$LAUNCHER_PYTHON cannot import the launcher; declare it yourself: launcher clusters add $NAME --infra slurm/$NAME"
   fi
