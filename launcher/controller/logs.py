@@ -3,7 +3,8 @@
 `LogFollower` tails every rank's file in a thread and hands complete lines to a sink (the
 terminal during `launch`, stdout for `launcher logs --follow`), prefixed `(rank N)` when there
 is more than one rank. Tailing files (instead of piping the job through the controller) keeps a
-job and its log alive when the controller dies.
+job and its log alive when the controller dies. Terminal escapes (colours a job or SkyPilot
+printed for a terminal) are removed from what is shown.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
+
+from launcher.executors.ansi import strip_ansi
 
 _RANK_RE = re.compile(r"^rank-(\d+)\.log$")
 
@@ -42,7 +45,7 @@ def read_logs(run_dir: Path, *, rank: int | None = None, multi: bool | None = No
         if rank is not None and r != rank:
             continue
         text = p.read_text(errors="replace")
-        lines.extend(prefix_for(r, multi and rank is None) + line for line in text.splitlines())
+        lines.extend(prefix_for(r, multi and rank is None) + strip_ansi(line) for line in text.splitlines())
     return lines
 
 
@@ -90,7 +93,7 @@ class LogFollower:
             if rest:
                 self._partial[r] = rest
             for line in lines:
-                self.sink(prefix_for(r, self.multi) + line.decode(errors="replace"))
+                self.sink(prefix_for(r, self.multi) + strip_ansi(line.decode(errors="replace")))
                 n += 1
         return n
 
@@ -98,7 +101,7 @@ class LogFollower:
         """Emit what is left, including a last line without a newline."""
         self.poll_once()
         for r, rest in sorted(self._partial.items()):
-            self.sink(prefix_for(r, self.multi) + rest.decode(errors="replace"))
+            self.sink(prefix_for(r, self.multi) + strip_ansi(rest.decode(errors="replace")))
         self._partial.clear()
 
     def start(self) -> LogFollower:

@@ -169,14 +169,18 @@ def redact_text(text: str, values: Iterable[str]) -> str:
 
 class RedactingWriter:
     """A text stream for code that prints the job's output (SkyPilot's `tail_logs`): each write
-    is redacted and appended to the binary file at once (no buffering of its own)."""
+    has its terminal escapes removed (SkyPilot colours for a terminal), is redacted and appended
+    to the binary file at once (no buffering of its own)."""
 
     def __init__(self, binary_out, values: Iterable[str]) -> None:
+        from launcher.executors.ansi import AnsiStripper
+
         self._out = binary_out
         self._redactor = StreamRedactor.for_values(values)
+        self._ansi = AnsiStripper()
 
     def write(self, s: str) -> int:
-        data = self._redactor.feed(s.encode(errors="surrogateescape"))
+        data = self._redactor.feed(self._ansi.feed(s).encode(errors="surrogateescape"))
         if data:
             self._out.write(data)
             self._out.flush()
