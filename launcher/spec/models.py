@@ -374,7 +374,14 @@ class TaskSpec(BaseModel):
 
     @model_validator(mode="after")
     def _has_something_to_run(self) -> TaskSpec:
-        if not (self.run or self.setup):
+        if not (self.run or "").strip():
+            # SkyPilot accepts a setup-only task (it prepares a cluster that SkyPilot keeps);
+            # launch tears each attempt's cluster down when its job ends, so setup alone would
+            # be run and thrown away.
+            if (self.setup or "").strip():
+                raise ValueError("the task has `setup` but no `run`: nothing to launch (each attempt's cluster is torn "
+                                 "down when its job ends, so a setup-only task would do nothing lasting); "
+                                 "put the job's commands in `run:`")
             raise ValueError("the task has neither `run` nor `setup`: nothing to launch")
         overlap = set(self.envs) & set(self.secrets)
         if overlap:

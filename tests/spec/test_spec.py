@@ -228,6 +228,8 @@ def test_unknown_cloud_in_infra_suggests():
         ("run: x\nresources:\n  cpus: lots\n", "cpus must be a number"),
         ("run: x\nresources:\n  any_of: [{infra: aws}]\n  ordered: [{infra: gcp}]\n", "either `any_of` or `ordered`"),
         ("name: t\n", "neither `run` nor `setup`"),
+        ("setup: pip install x\n", "`setup` but no `run`: nothing to launch"),
+        ("setup: pip install x\nrun: '  '\n", "put the job's commands in `run:`"),
         ("run: x\nenvs: {1BAD: x}\n", "not a valid environment variable name"),
         ("run: x\nlauncher:\n  budget_usd: -1\n", "greater than 0"),
         ("run: x\nlauncher:\n  max_restarts: -1\n", "max_restarts"),
