@@ -45,13 +45,37 @@ def add(
     try:
         entry = ClusterEntry.model_validate(raw)
     except ValidationError as e:
-        if e.errors()[0]["loc"]:
-            raise validation_error(clusters_path(), ClusterEntry, e) from None
         from launcher.errors import SpecError
 
-        raise SpecError(f"cluster {name!r}: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        err = e.errors()[0]
+        field = err["loc"][0] if err["loc"] else None
+        if field in _FLAGS:  # a flag's value: name the flag as typed, in words, not pydantic's
+            raise SpecError(f"{_FLAGS[field]} {raw[field]!r}: {_in_words(err)}") from None
+        if err["loc"]:
+            raise validation_error(clusters_path(), ClusterEntry, e) from None
+        raise SpecError(f"cluster {name!r}: {err['msg'].removeprefix('Value error, ')}") from None
     save_cluster(entry, replace=replace)
     info(f"declared {entry.name}: {entry.infra} ({clusters_path()})")
+
+
+# ClusterEntry field -> the `clusters add` argument that sets it.
+_FLAGS = {
+    "name": "NAME", "infra": "--infra", "gpu": "--gpu", "gpus_per_node": "--gpus-per-node", "nodes": "--nodes",
+    "cpus_per_node": "--cpus", "memory_gib_per_node": "--memory-gib", "price_usd_per_gpu_hour": "--price-usd-per-gpu-hour",
+    "price_usd_per_node_hour": "--price-usd-per-node-hour", "checkpoint_dir": "--checkpoint-dir", "job_prefix": "--job-prefix",
+}  # fmt: skip
+
+
+def _in_words(err: dict) -> str:
+    """One pydantic error as a short sentence about the value."""
+    ctx = err.get("ctx") or {}
+    if err["type"] == "greater_than_equal":
+        return f"must be {ctx['ge']} or more"
+    if err["type"] == "greater_than":
+        return f"must be more than {ctx['gt']}"
+    if err["type"] == "less_than_equal":
+        return f"must be {ctx['le']} or less"
+    return err["msg"].removeprefix("Value error, ")
 
 
 @clusters_app.command("remove")
