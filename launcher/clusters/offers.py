@@ -44,25 +44,35 @@ def offer_for(entry: ClusterEntry) -> Offer:
 
 
 def _fits(entry: ClusterEntry, q: OfferQuery) -> bool:
+    return misfit(entry, q) is None
+
+
+def misfit(entry: ClusterEntry, q: OfferQuery) -> str | None:
+    """Why the declared cluster cannot take the query, in words (None: it fits)."""
     if q.clouds is not None and entry.kind not in q.clouds:
-        return False
+        return f"the task does not ask for {entry.kind}"
     if q.regions is not None and entry.name not in q.regions:
-        return False
-    if entry.name in q.exclude_regions or q.zones is not None:
-        return False
+        return f"the task names {', '.join(q.regions)}, not {entry.name}"
+    if entry.name in q.exclude_regions:
+        return "excluded"
+    if q.zones is not None:
+        return "the task names zones, which declared clusters do not have"
     if q.instance_types is not None and INSTANCE_PREFIX + entry.name not in q.instance_types:
-        return False
+        return "the task names other instance types"
     if q.spot is not None and q.spot != entry.preemptible:
-        return False
+        return "it is preemptible and the task asks for on-demand" if entry.preemptible else "it is not preemptible and the task asks for spot"
     if q.gpus is not None and not any(g.name == entry.gpu and g.count <= entry.gpus_per_node for g in q.gpus):
-        return False
+        asked = " or ".join(f"{g.name}:{g.count}" for g in q.gpus)
+        if not entry.gpu:
+            return f"it has no GPU (declared without --gpu) and the task asks for {asked}"
+        return f"it has {entry.gpu}:{entry.gpus_per_node} per node and the task asks for {asked}"
     if q.min_vcpus is not None and (entry.cpus_per_node is None or entry.cpus_per_node < q.min_vcpus):
-        return False
+        return f"the task asks for {q.min_vcpus:g}+ CPUs per node; it has {entry.cpus_per_node if entry.cpus_per_node is not None else 'an undeclared number (--cpus)'}"
     if q.min_memory_gib is not None and (entry.memory_gib_per_node is None or entry.memory_gib_per_node < q.min_memory_gib):
-        return False
+        return f"the task asks for {q.min_memory_gib:g}+ GiB per node; it has {entry.memory_gib_per_node if entry.memory_gib_per_node is not None else 'an undeclared amount (--memory-gib)'}"
     if q.max_price_usd_per_hour is not None and entry.price_usd_per_node_hour_total > q.max_price_usd_per_hour:
-        return False
-    return True
+        return f"its price {entry.price_usd_per_node_hour_total:g} USD/h is above the task's {q.max_price_usd_per_hour:g}"
+    return None
 
 
 def score(entry: ClusterEntry, q: OfferQuery) -> ScoredOffer:

@@ -194,6 +194,21 @@ def _declared_rows(query: OffersQuery, filters: OfferQuery) -> list[OfferRow]:
     return out
 
 
+def _why_not(declared, kinds: tuple[str, ...], filters: OfferQuery) -> str:
+    """': slurm/c1: it has no GPU ...; slurm/c2: not reachable: ...' for the declared clusters of `kinds`."""
+    from launcher.clusters.offers import misfit
+
+    parts = []
+    for c in declared.clusters.clusters:
+        if c.kind not in kinds:
+            continue
+        r = declared.reach.get(c.name)
+        why = misfit(c, filters) or (f"not reachable: {r.reason}" if r is not None and not r.enabled else None)
+        if why:
+            parts.append(f"{c.kind}/{c.name}: {why}")
+    return (": " + "; ".join(parts)) if parts else ""
+
+
 def _launch_view(query: OffersQuery) -> OffersResult:
     """Ranked offers a launch may use: reachable declared clusters of the kinds asked, and the
     catalog's prices for the other clouds asked."""
@@ -218,7 +233,7 @@ def _launch_view(query: OffersQuery) -> OffersResult:
     if not mine and not (theirs and theirs.rows):
         if error is not None and not any(c.kind in kinds for c in declared.clusters.clusters):
             raise error
-        raise NoOfferError(f"no declared {'/'.join(kinds)} cluster fits (launcher clusters list)")
+        raise NoOfferError(f"no declared {'/'.join(kinds)} cluster fits{_why_not(declared, kinds, filters)} (launcher clusters list)")
     rows = _sorted([*mine, *(theirs.rows if theirs else ())], None)  # a declared cluster first on a tie
     return OffersResult(
         rows=rows,

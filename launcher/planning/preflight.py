@@ -38,10 +38,31 @@ class Preflight:
         return BadInputError(msg, hint=hint)
 
 
+SKYPILOT_HINT = "SkyPilot (pip install -c requirements.lock -e '.[sky]': the `sky` extra)"
+
+
+def skypilot_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("sky") is not None
+
+
 def cloud_preflight(
-    statuses: Mapping[str, CredentialStatus], *, ssh_cidr: str | None, pulumi_found: bool | None = None, public_key: bool | None = None
+    statuses: Mapping[str, CredentialStatus], *, ssh_cidr: str | None, pulumi_found: bool | None = None, public_key: bool | None = None,
+    sky_found: bool | None = None,
 ) -> Preflight:
-    """`statuses` with every stack cloud that has credentials but cannot be used turned off."""
+    """`statuses` with every stack cloud that has credentials but cannot be used turned off, and
+    every declared-cluster kind (Slurm, Kubernetes, SSH pools) when SkyPilot, which launches
+    there, is not installed (the quickstart installs the core without it)."""
+    from launcher.clusters import CLUSTER_KINDS
+
+    declared = [c for c in CLUSTER_KINDS if statuses.get(c) is not None and statuses[c].enabled]
+    if declared and not (skypilot_installed() if sky_found is None else sky_found):
+        out = dict(statuses)
+        for c in declared:
+            out[c] = replace(statuses[c], enabled=False, source=f"declared, but a launch there needs {SKYPILOT_HINT}")
+        inner = cloud_preflight(out, ssh_cidr=ssh_cidr, pulumi_found=pulumi_found, public_key=public_key, sky_found=True)
+        return Preflight(inner.statuses, {**{c: [("tool", SKYPILOT_HINT)] for c in declared}, **inner.problems})
     usable = [c for c in STACK_CLOUDS if statuses.get(c) is not None and statuses[c].enabled]
     if not usable:
         return Preflight(dict(statuses))
