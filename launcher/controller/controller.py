@@ -139,6 +139,7 @@ class _AttemptEnd:
     attempt_id: str | None = None  # still open: closed together with the run's next state
     ended_at: datetime | None = None
     unretryable: str | None = None  # why retrying cannot help (launcher.controller.recovery.unretryable)
+    queued_s: float = 0.0  # time the attempt's job waited queued for room on the cluster (counts as waiting)
 
 
 class Controller:
@@ -217,7 +218,8 @@ class Controller:
         # Closing the attempts and settling the run are two changes with processes killed and
         # clusters terminated between them; a failed write in between is safe to resume again:
         # _settle_resumed reads the closed attempts.
-        abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.ABANDONED)
+        abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.ABANDONED,
+                              release_for=self._release_for)  # fmt: skip
         if self._settle_resumed():
             return None
         self._transition(RunState.RECOVERING, reason="resumed", data={"resumed_by": self.mode})
@@ -252,6 +254,7 @@ class Controller:
         waited_s = 0.0
         recoveries = 0
         last_failed: ScoredOffer | None = None  # offer whose provision just failed
+        last_detail = ""  # ... and why
         while True:
             if recoveries > self.d.max_recoveries:
                 break
@@ -307,7 +310,8 @@ class Controller:
                 if last_failed is not None and offer.offer == last_failed.offer:
                     # The same offer just had no capacity: give it a moment (bounded in total).
                     if waited_s + self.d.capacity_retry_s > self.d.max_wait_s:
-                        self._fail(EndReason.PROVISION_FAILED, "no capacity on any offer; giving up")
+                        self._fail(EndReason.PROVISION_FAILED, f"no capacity on any offer; giving up after {waited_s:.0f}s of waiting "
+                                   f"(launcher: max_wait {self.d.max_wait_s:.0f}s): {last_detail}")  # fmt: skip
                         return
                     self._sleep_watchful(self.d.capacity_retry_s)
                     waited_s += self.d.capacity_retry_s
@@ -318,6 +322,8 @@ class Controller:
             tried.append(offer)
             previous = offer
             last_failed = offer if end.reason == EndReason.PROVISION_FAILED else None
+            last_detail = end.detail
+            waited_s += end.queued_s
             if end.reason != EndReason.PROVISION_FAILED:
                 recoveries += 1
             if end.reason == EndReason.COMPLETED:
@@ -420,7 +426,7 @@ class Controller:
             run_id=job.run_id, attempt=seq, run_dir=job.run_dir, workdir=job.workdir, setup=spec.setup,
             run=spec.run, num_nodes=spec.num_nodes, gpus_per_node=offer.accelerator_count,
             envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image_for(offer.region),
-            file_mounts=job.file_mounts, secrets=spec.secret_values(),
+            file_mounts=job.file_mounts, secrets=spec.secret_values(), max_queue_s=spec.launcher.max_wait_seconds,
         )  # fmt: skip
         executor = self.d.executor_for(offer.cloud)
         watch = self._checkpoint_watch()
@@ -450,10 +456,12 @@ class Controller:
         # it) and closes together with the run's next state, so a failed write never leaves a
         # live run whose attempt ended; billing still ends when the job did.
         self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
-        self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else ""))
+        self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else "")
+                      + (f": {result.detail}" if result.outcome is Outcome.NO_CAPACITY else ""))  # fmt: skip
         if stop_reason is not None:
             raise _Stopped
-        return _AttemptEnd(reason, result.exit_code, scored, result.detail, attempt.attempt_id, ended_at, unretryable(result))
+        queued = self.d.clock() - started if result.outcome is Outcome.NO_CAPACITY else 0.0
+        return _AttemptEnd(reason, result.exit_code, scored, result.detail, attempt.attempt_id, ended_at, unretryable(result), queued_s=queued)
 
     def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, watch: CheckpointWatch,
                *, recovered_from: float | None, held: ScoredOffer | None = None,
@@ -477,8 +485,14 @@ class Controller:
         next_progress, log_bytes = self.d.clock() + self.d.progress_poll_s, self._log_bytes()
         next_tick = (attempt_started if attempt_started is not None else self.d.clock()) + self.d.placement_tick_s
         capacity = self._placement.capacity() if self._placement is not None else ()
+        waiting_for = None
         while True:
             result: ExecResult | None = execution.wait(self.d.poll_interval_s)
+            if getattr(execution, "waiting_for", None) != waiting_for:  # e.g. a Slurm job queued behind others
+                waiting_for = execution.waiting_for
+                if waiting_for:
+                    self.led.add_event(self.job.run_id, "waiting", {"for": waiting_for}, attempt_id=attempt_id)
+                    self.d.notify(f"waiting: {waiting_for}; gives up after {self.d.max_wait_s / 60:.0f} min queued (launcher: max_wait); Ctrl-C cancels")
             if result is not None:
                 if run_started is not None:
                     self._work_s += max(0.0, self.d.clock() - run_started)
@@ -634,7 +648,8 @@ class Controller:
         self._enter_stopping(EndReason.CANCELLED)
         from launcher.controller.cleanup import abandon_open_attempts
 
-        abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.CANCELLED)
+        abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.CANCELLED,
+                              release_for=self._release_for)  # fmt: skip
         stop_events = self.led.events(self.job.run_id, kind=EventKind.BUDGET_STOP)
         final = RunState.BUDGET_STOPPED if stop_events else RunState.CANCELLED
         try:
@@ -652,18 +667,29 @@ class Controller:
             data["exit_code"] = exit_code
         self._transition(RunState.FAILED, reason=reason, data=data, ending=ending)
 
+    def _release_for(self, provider: str) -> Executor | None:
+        """The executor whose SkyPilot cluster an attempt on `provider` leaves behind (declared
+        clusters), for cleanup to ask what its job did and to `sky down` it; None elsewhere."""
+        from launcher.executors import keeps_sky_cluster
+
+        return self.d.executor_for(provider) if keeps_sky_cluster(provider) else None
+
     def _teardown(self, provider: Provider, handle: ClusterHandle | None, cluster: str, attempt_id: str, *, executor=None) -> None:
         with self.led.transaction():
             self.led.set_cluster_state(cluster, ClusterState.TERMINATING)
             self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster}, attempt_id=attempt_id)
+        released = True
         if handle is not None:
             if executor is not None:
                 try:
                     executor.release(handle)  # the executor's own view of the cluster (SkyPilot's record)
                 except Exception as e:  # the machines go with the provider's teardown below
+                    released = False
                     self.led.add_event(self.job.run_id, EventKind.TEARDOWN, {"cluster": cluster, "release_error": str(e)}, attempt_id=attempt_id)
+                    self.d.notify(f"teardown of {cluster}: {e}; it stays recorded as terminating (`launcher down {cluster}` retries)")
             provider.terminate(handle)
-        self.led.set_cluster_state(cluster, ClusterState.TERMINATED)
+        if released:  # else it may still hold its allocation: `down` and `doctor` retry it
+            self.led.set_cluster_state(cluster, ClusterState.TERMINATED)
 
     # ---- helpers ------------------------------------------------------------------------------
     def _start_clocks(self, run) -> None:
@@ -840,6 +866,7 @@ def _end_reason(result: ExecResult, stop_reason: str | None) -> str:
         Outcome.PREEMPTED: EndReason.PREEMPTED,
         Outcome.NODE_LOST: EndReason.NODE_LOST,
         Outcome.CANCELLED: EndReason.CANCELLED,
+        Outcome.NO_CAPACITY: EndReason.PROVISION_FAILED,  # nothing ran: like a cloud with no capacity
     }[result.outcome]
 
 

@@ -9,6 +9,11 @@ Checks, in order (a failed file check stops the rest: nothing else can be truste
                    `launcher down`; ended runs with attempts still open get them closed (repaired).
   orphan-processes job processes of runs that ended, or that the ledger does not know (stopped).
   stale-clusters   local clusters recorded up for runs that ended and run nothing (terminated).
+  sky-clusters     SkyPilot clusters on declared infra (Slurm, Kubernetes, SSH pools) that SkyPilot
+                   still lists though the ledger says their attempt is over (a controller killed
+                   before its teardown): taken down through SkyPilot, verified (repaired). Asked
+                   only when the ledger has clusters on declared infra; a SkyPilot cluster the
+                   ledger does not know is reported, not touched.
 Nothing is created: with no ledger yet there is nothing to check.
 """
 
@@ -58,6 +63,7 @@ def run_doctor(url: str, sqlite_file: Path | None, *, repair: bool = True) -> li
         out += _check_runs(led, repair)
         out += _check_processes(led, repair)
         out += _check_clusters(led, repair)
+        out += _check_sky_clusters(led, repair)
     return out
 
 
@@ -187,3 +193,62 @@ def _check_clusters(led, repair: bool) -> list[Finding]:
     if not out:
         out.append(Finding("stale-clusters", OK, "no local cluster outlives its run"))
     return out
+
+
+def _check_sky_clusters(led, repair: bool, release_for=None) -> list[Finding]:
+    from launcher.clusters import CLUSTER_KINDS
+    from launcher.controller.cleanup import default_release_for, sky_name
+    from launcher.controller.states import is_terminal
+    from launcher.errors import NotFoundError
+    from launcher.ledger.records import ClusterState
+
+    release_for = release_for or default_release_for
+    declared = [c for kind in CLUSTER_KINDS for c in led.clusters(provider=kind)]
+    if not declared:
+        return [Finding("sky-clusters", OK, "no cluster on declared infra (Slurm, Kubernetes, SSH) in the ledger")]
+    executor = release_for(declared[0].provider)
+    try:
+        listed = executor.leftovers(None)  # every SkyPilot cluster of our API server (one bounded call)
+    except Exception as e:
+        return [Finding("sky-clusters", NEEDS_YOU, f"cannot ask SkyPilot which clusters it holds: {e}")]
+    by_name = {sky_name(c): c for c in declared}
+    out = []
+    for name, status in sorted(listed.items()):
+        c = by_name.get(name)
+        if c is None:
+            if name.startswith("gl-"):
+                out.append(Finding("sky-clusters", NEEDS_YOU, f"SkyPilot cluster {name} ({status}) is not in this ledger; "
+                                   f"if it is yours: `sky down {name}` (with HOME={_sky_home()})"))
+            continue
+        try:
+            ended = c.run_id is None or is_terminal(led.get_run(c.run_id).state)
+        except NotFoundError:
+            ended = True
+        if c.state not in (ClusterState.TERMINATED, ClusterState.TERMINATING) and not ended:
+            continue  # a live attempt's cluster
+        why = f"SkyPilot cluster {name} ({status}) of {c.name} (run {c.run_id}, ledger: {c.state}) still holds its allocation"
+        if not repair:
+            out.append(Finding("sky-clusters", NEEDS_YOU, f"{why}; `launcher down {name}` takes it down"))
+            continue
+        try:
+            release_for(c.provider).down([name])
+        except Exception as e:
+            out.append(Finding("sky-clusters", BROKEN, f"{why}; `sky down` failed: {e}"))
+            continue
+        led.set_cluster_state(c.name, ClusterState.TERMINATED)
+        if c.run_id:
+            led.add_event(c.run_id, "teardown", {"cluster": c.name, "sky_clusters": [name], "by": "doctor"})
+        out.append(Finding("sky-clusters", REPAIRED, f"{why}: taken down (sky down, then SkyPilot no longer lists it)"))
+    for c in declared:  # recorded terminating (a release that failed) but SkyPilot holds nothing
+        if c.state == ClusterState.TERMINATING and sky_name(c) not in listed and repair:
+            led.set_cluster_state(c.name, ClusterState.TERMINATED)
+            out.append(Finding("sky-clusters", REPAIRED, f"{c.name} was recorded terminating; SkyPilot holds nothing of it: marked terminated"))
+    if not out:
+        out.append(Finding("sky-clusters", OK, f"SkyPilot holds no cluster of an ended attempt ({len(listed)} listed)"))
+    return out
+
+
+def _sky_home() -> str:
+    from launcher.executors.sky_server import sky_home
+
+    return str(sky_home())

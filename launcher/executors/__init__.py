@@ -53,7 +53,24 @@ def executor_for(provider: str, *, provider_for=None, **kwargs) -> Executor:
     return getattr(importlib.import_module(module), cls)(**kwargs)
 
 
+_SKY_CLUSTER = "launcher.executors.sky_cluster:SkyClusterExecutor"
+
+
+def keeps_sky_cluster(provider: str) -> bool:
+    """Whether jobs on `provider`'s clusters run in a SkyPilot cluster of their own (one per
+    attempt) that holds the allocation: declared Slurm, Kubernetes, SSH pools. Such a cluster
+    outlives a dead controller until it is `sky down`ed (the provider has nothing to terminate)."""
+    return _EXECUTORS.get(provider) == _SKY_CLUSTER
+
+
+def declared_cluster_executor(provider: str):
+    """The executor that releases such clusters (see keeps_sky_cluster), or None."""
+    return executor_for(provider) if keeps_sky_cluster(provider) else None
+
+
 __all__ = [
+    "declared_cluster_executor",
+    "keeps_sky_cluster",
     "DEFAULT_GRACE_SECONDS",
     "PREEMPTED_EXIT_CODE",
     "ExecRequest",

@@ -36,6 +36,7 @@ class Outcome(StrEnum):
     PREEMPTED = "preempted"  # notice delivered, or the job exited with PREEMPTED_EXIT_CODE
     NODE_LOST = "node_lost"  # a rank vanished without an exit status
     CANCELLED = "cancelled"  # stopped on request (`launcher down`)
+    NO_CAPACITY = "no_capacity"  # the cluster had no room for the job within the bound; nothing ran
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class ExecRequest:
     file_mounts: Mapping[str, str] = field(default_factory=dict)
     task_id: str | None = None  # SKYPILOT_TASK_ID; defaults to a value derived from run/attempt
     secrets: tuple[str, ...] = ()  # values of the spec's `secrets:` (also in envs): kept out of stored logs
+    max_queue_s: float | None = None  # longest the job may wait queued for room on the cluster (None: the backend's own bound)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,9 @@ class Execution(abc.ABC):
 
     # The phase running now; "run" once the job itself runs (earlier phases: "setup", "deploy", ...).
     phase: str = "run"
+    # What the attempt waits for before its job can start (e.g. a Slurm job queued behind
+    # others), in words; None while it waits for nothing. The controller shows changes.
+    waiting_for: str | None = None
     # File mounts this backend could not provide (the controller records them).
     mounts_skipped: tuple[str, ...] | list[str] = ()
     # The content digest (sha256:...) of the container image the job runs in, where known.

@@ -154,7 +154,7 @@ def default_sdk() -> SimpleNamespace:
         raise ProviderError("SkyPilot is not installed", hint="pip install 'gpu-launcher[sky]'") from e
     calls = {
         name: _keep_tracebacks(getattr(sdk, name))
-        for name in ("launch", "get", "job_status", "tail_logs", "cancel", "down", "ssh_up", "ssh_down", "api_cancel")
+        for name in ("launch", "get", "job_status", "tail_logs", "cancel", "down", "ssh_up", "ssh_down", "api_cancel", "status")
     }
     return SimpleNamespace(Task=sky.Task, JobStatus=sky.JobStatus, **calls)
 

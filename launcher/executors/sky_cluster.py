@@ -9,8 +9,13 @@ SkyPilot reports job status, not exit codes, so the run command is wrapped: it p
 `[launcher] rank R exit_code=N` when the user's command ends, and a job that exits with
 PREEMPTED_EXIT_CODE (it saved a checkpoint on SIGTERM) ends as PREEMPTED. Checkpoints live on
 the cluster's shared filesystem (`checkpoint_dir` of the entry, one folder per run), so the next
-attempt resumes from them. `release()` always runs `sky.down`: SkyPilot leaves a cluster UP,
-holding its Slurm allocation, after a failed setup.
+attempt resumes from them. `release()` always runs `sky.down` and then asks SkyPilot whether the
+cluster is gone (SkyPilot leaves a cluster UP, holding its Slurm allocation, after a failed setup).
+
+While the launch waits for its allocation (a Slurm job queued behind others), `waiting_for` says
+so in SkyPilot's words; after `max_queue_s` queued (the spec's `max_wait`) the launch is cancelled
+and the attempt ends NO_CAPACITY. The attempt's SkyPilot job id is kept in the run directory, so a
+resumed controller asks SkyPilot what the job did (`ended_job`) and adopts a finished job.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from launcher.providers.base import ClusterHandle
 
 EXIT_MARKER = re.compile(r"\[launcher\] rank (\d+) exit_code=(\d+)")
 _ACTIVE = ("INIT", "PENDING", "SETTING_UP", "RUNNING")
+# SkyPilot's own words when the allocation never came (its Slurm provision_timeout).
+_NO_NODES = re.compile(r"did not get nodes allocated|ResourcesUnavailable", re.I)
 
 
 def sky_cluster_name(handle: ClusterHandle) -> str:
@@ -121,12 +128,45 @@ def default_sdk():
     return sdk()
 
 
+def classify(name: str, codes: dict[int, int], num_nodes: int, *, preemptible: bool, error: str | None = None) -> tuple[Outcome, int | None, str, str]:
+    """(outcome, exit code, detail, phase) of a job SkyPilot reports as `name`, with the exit
+    codes our run wrapper printed per rank."""
+    failing = next((c for _, c in sorted(codes.items()) if c != 0), None)
+    if name == "SUCCEEDED":
+        return Outcome.SUCCEEDED, 0, "SkyPilot job SUCCEEDED", "run"
+    if name == "FAILED_SETUP":
+        return Outcome.SETUP_FAILED, None, "SkyPilot job FAILED_SETUP: the setup command failed", "setup"
+    if name == "CANCELLED":
+        return Outcome.CANCELLED, None, "SkyPilot job CANCELLED", "run"
+    if failing is None and len(codes) >= num_nodes:
+        # Every rank's command exited 0 and SkyPilot lost the job afterwards: the work is done.
+        return Outcome.SUCCEEDED, 0, f"every rank exited 0 (SkyPilot job {name} afterwards)", "run"
+    if failing == PREEMPTED_EXIT_CODE:
+        return Outcome.PREEMPTED, failing, f"SkyPilot job {name}: the job checkpointed on a preemption notice", "run"
+    if name == "FAILED" and failing is not None:
+        return Outcome.FAILED, failing, f"SkyPilot job FAILED (exit {failing})", "run"
+    # The driver or the allocation went away under the job.
+    why = error or f"SkyPilot job {name}"
+    if preemptible:
+        return Outcome.PREEMPTED, None, f"{why} (preemptible cluster)", "run"
+    return Outcome.NODE_LOST, None, why, "run"
+
+
+def exit_codes(log: Path) -> dict[int, int]:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return {}
+    return {int(r): int(c) for r, c in EXIT_MARKER.findall(text)}
+
+
 @dataclass
 class SkyClusterExecutor(Executor):
     sdk: Any = None
     poll_interval_s: float = 5.0
     unreachable_polls: int = 3
     ensure_server: Callable[[], int] | None = None
+    pending_check_s: float = 10.0  # how often a launch asks SkyPilot what it waits for
     name: str = "sky-cluster"
 
     def _sdk(self):
@@ -144,21 +184,44 @@ class SkyClusterExecutor(Executor):
         return execution
 
     def release(self, handle: ClusterHandle) -> None:
-        """`sky down` the attempt's SkyPilot cluster (frees the Slurm allocation); gone = fine."""
-        sdk = self._sdk()
-        name = sky_cluster_name(handle)
-        try:
-            request_id = sdk.down(name)
-        except Exception as e:  # noqa: BLE001
-            raise ProviderError(f"sky down {name} failed: {e}") from None
-        try:
-            sdk.get(request_id)
-        except Exception as e:  # noqa: BLE001
-            if "does not exist" in str(e) or "not found" in str(e).lower():
-                return
-            from launcher.executors.sky_server import request_log_tail
+        """`sky down` the attempt's SkyPilot cluster (frees the Slurm allocation), then ask SkyPilot
+        that it is gone (bounded). Already gone = fine; still listed = ProviderError."""
+        from launcher.executors.sky_cluster_state import down_verified
 
-            raise ProviderError(f"sky down {name} failed: {e}\n{request_log_tail(request_id)}") from None
+        down_verified(self._sdk(), [sky_cluster_name(handle)])
+
+    def leftovers(self, names: list[str] | None = None) -> dict[str, str]:
+        """Which SkyPilot clusters (of `names`; all with None) SkyPilot still lists: name -> status."""
+        from launcher.executors.sky_cluster_state import listed
+
+        return listed(self._sdk(), names)
+
+    def down(self, names: list[str]) -> list[str]:
+        """`sky down` those of `names` that SkyPilot lists, verified; returns the names taken down."""
+        from launcher.executors.sky_cluster_state import down_verified
+
+        return down_verified(self._sdk(), names, only_listed=True)
+
+    def ended_job(self, handle: ClusterHandle, run_dir: Path, attempt: int, num_nodes: int, secrets=()) -> tuple[str, object | None]:
+        """What the attempt's job did while no controller watched, asked of SkyPilot: (SkyPilot's
+        status or 'gone', an EndedJob when it ended on its own). A finished job's whole output
+        replaces the log the dead controller's stream left. None: still running, or lost."""
+        from launcher.executors.job_status import RECORDABLE, EndedJob
+        from launcher.executors.sky_cluster_state import fetch_log, job_status, recorded_job_id
+
+        name = sky_cluster_name(handle)
+        sdk = self._sdk()
+        job_id, status = job_status(sdk, name, recorded_job_id(run_dir, attempt))
+        if status is None:
+            return "gone", None
+        if status in _ACTIVE:
+            return status, None
+        log = Path(run_dir) / "logs" / "rank-0.log"
+        fetch_log(sdk, name, job_id, log, secrets)
+        outcome, code, detail, _ = classify(status, exit_codes(log), num_nodes, preemptible=handle.extra.get("preemptible") == "true")
+        if outcome not in RECORDABLE:
+            return status, None
+        return status, EndedJob(outcome, code if code is not None else 1, detail, source=f"SkyPilot's job table ({name} job {job_id})")
 
 
 class SkyClusterExecution(Execution):
@@ -179,6 +242,10 @@ class SkyClusterExecution(Execution):
         self._result: ExecResult | None = None
         self._log_thread: threading.Thread | None = None
         self._log = Path(request.run_dir) / "logs" / "rank-0.log"
+        self._queued_since: float | None = None
+        self._queue_detail = ""
+        self._no_capacity: str | None = None
+        self.waiting_for: str | None = None
         self._thread = threading.Thread(target=self._drive, name=f"sky-{self.cluster_name}", daemon=True)
 
     def begin(self) -> None:
@@ -195,12 +262,21 @@ class SkyClusterExecution(Execution):
             if self._cancelled.is_set():
                 return
             self._request_id = sdk.launch(task, cluster_name=self.cluster_name, retry_until_up=False)
-            job_id, _ = sdk.get(self._request_id)[:2]
+            got = self._await_launch(sdk)
+            if got is None:  # cancelled, or queued past the bound
+                return
+            job_id = got[0]
         except BaseException as e:  # noqa: BLE001 - surfaced through poll()
             cause = request_log_tail(self._request_id)
             self._error = f"SkyPilot launch failed: {type(e).__name__}: {e}" + (f"\nSkyPilot's log:\n{cause}" if cause else "")
+            if self._queued_since is not None and _NO_NODES.search(self._error):
+                self._no_capacity = f"{self._queue_words()}; SkyPilot gave up waiting for the allocation"
             return
         self.job_id = job_id
+        self.waiting_for = None
+        from launcher.executors.sky_cluster_state import record_job
+
+        record_job(Path(self.request.run_dir), self.request.attempt, self.cluster_name, job_id)
         self.phase = "run"
         self._log_thread = threading.Thread(target=self._follow_logs, name=f"sky-logs-{self.cluster_name}", daemon=True)
         self._log_thread.start()
@@ -226,6 +302,56 @@ class SkyClusterExecution(Execution):
                 return
             self._cancelled.wait(self.executor.poll_interval_s)
 
+    def _await_launch(self, sdk):
+        """SkyPilot's launch result; meanwhile ask what it waits for. None when cancelled or when
+        the allocation stayed queued longer than the request's `max_queue_s` (launch cancelled)."""
+        from launcher.executors.sky_cluster_state import launch_detail
+
+        box: dict = {}
+
+        def get() -> None:
+            try:
+                box["value"] = sdk.get(self._request_id)
+            except BaseException as e:  # noqa: BLE001 - re-raised below
+                box["error"] = e
+
+        t = threading.Thread(target=get, name=f"sky-launch-{self.cluster_name}", daemon=True)
+        t.start()
+        clock = time.monotonic
+        next_check = clock() + self.executor.pending_check_s
+        limit = self.request.max_queue_s
+        while t.is_alive():
+            t.join(0.5)
+            if self._cancelled.is_set():
+                return None  # stop() cancels the request
+            if clock() < next_check or not t.is_alive():
+                continue
+            next_check = clock() + self.executor.pending_check_s
+            try:
+                detail = launch_detail(sdk, self.cluster_name, timeout_s=60.0)
+            except Exception:  # noqa: BLE001 - only the report of the wait is lost
+                detail = None
+            if detail and "pending" in detail.lower():
+                self._queued_since = self._queued_since or clock()
+                self._queue_detail = detail
+                self.waiting_for = self._queue_words()
+            if self._queued_since is not None and limit is not None and clock() - self._queued_since >= limit:
+                try:
+                    sdk.api_cancel(self._request_id)
+                except Exception:  # noqa: BLE001 - release (sky down) removes the queued job either way
+                    pass
+                self._no_capacity = f"{self._queue_words()}; gave up after {clock() - self._queued_since:.0f}s queued (launcher: max_wait)"
+                return None
+        if "error" in box:
+            raise box["error"]
+        return box["value"][:2]
+
+    def _queue_words(self) -> str:
+        """What the launch waits for (stable while SkyPilot says the same: shown once per change)."""
+        kind = "Slurm job" if str(self.handle.extra.get("infra", "")).startswith("slurm/") else "allocation"
+        return (f"the {kind} of SkyPilot cluster {self.cluster_name} is queued behind other jobs on "
+                f"{self.handle.extra.get('infra') or self.handle.region} (SkyPilot: {self._queue_detail})")  # fmt: skip
+
     def _follow_logs(self) -> None:
         sdk = self.executor._sdk()
         stream_into_log(  # status comes from SkyPilot: a broken stream only ends the log
@@ -241,6 +367,8 @@ class SkyClusterExecution(Execution):
             return None
         if self._cancelled.is_set():
             self._result = self._finish(Outcome.CANCELLED, None, "cancelled")
+        elif self._no_capacity is not None:
+            self._result = ExecResult(Outcome.NO_CAPACITY, None, "setup", detail=self._no_capacity)
         elif self._status is None:
             self._result = self._finish(Outcome.SETUP_FAILED if self._error else Outcome.CANCELLED, None, self._error or "", phase="setup")
         else:
@@ -275,11 +403,7 @@ class SkyClusterExecution(Execution):
 
     # ---- classification ---------------------------------------------------------------------------
     def exit_codes(self) -> dict[int, int]:
-        try:
-            text = self._log.read_text(errors="replace")
-        except OSError:
-            return {}
-        return {int(r): int(c) for r, c in EXIT_MARKER.findall(text)}
+        return exit_codes(self._log)
 
     def _finish(self, outcome: Outcome, exit_code: int | None, detail: str, phase: str = "run") -> ExecResult:
         if self._notified and outcome in (Outcome.FAILED, Outcome.NODE_LOST, Outcome.CANCELLED):
@@ -287,23 +411,5 @@ class SkyClusterExecution(Execution):
         return ExecResult(outcome, exit_code, phase, detail=detail)
 
     def _from_status(self, name: str) -> ExecResult:
-        codes = self.exit_codes()
-        failing = next((c for _, c in sorted(codes.items()) if c != 0), None)
-        if name == "SUCCEEDED":
-            return self._finish(Outcome.SUCCEEDED, 0, "SkyPilot job SUCCEEDED")
-        if name == "FAILED_SETUP":
-            return self._finish(Outcome.SETUP_FAILED, None, "SkyPilot job FAILED_SETUP: the setup command failed", phase="setup")
-        if name == "CANCELLED":
-            return self._finish(Outcome.CANCELLED, None, "SkyPilot job CANCELLED")
-        if failing is None and len(codes) >= self.request.num_nodes:
-            # Every rank's command exited 0 and SkyPilot lost the job afterwards: the work is done.
-            return self._finish(Outcome.SUCCEEDED, 0, f"every rank exited 0 (SkyPilot job {name} afterwards)")
-        if failing == PREEMPTED_EXIT_CODE:
-            return self._finish(Outcome.PREEMPTED, failing, f"SkyPilot job {name}: the job checkpointed on a preemption notice")
-        if name == "FAILED" and failing is not None:
-            return self._finish(Outcome.FAILED, failing, f"SkyPilot job FAILED (exit {failing})")
-        # The driver or the allocation went away under the job.
-        why = self._error or f"SkyPilot job {name}"
-        if self.preemptible:
-            return self._finish(Outcome.PREEMPTED, None, f"{why} (preemptible cluster)")
-        return self._finish(Outcome.NODE_LOST, None, why)
+        outcome, code, detail, phase = classify(name, self.exit_codes(), self.request.num_nodes, preemptible=self.preemptible, error=self._error)
+        return self._finish(outcome, code, detail, phase=phase)
