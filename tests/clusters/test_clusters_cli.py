@@ -144,3 +144,24 @@ def test_a_cpu_job_stays_on_this_machine_over_a_free_declared_cluster(tmp_path: 
     assert plan["chosen"]["cloud"] == "local", plan["chosen"]
     clouds = [c["scored"]["offer"]["cloud"] for c in plan["plan"]["candidates"]]
     assert clouds[:2] == ["local", "slurm"], clouds  # the cluster is still in the plan, next in line
+
+
+def test_a_gpu_spec_on_a_cluster_without_gpus_says_the_cluster_has_no_gpu(tmp_path: Path, cluster_home: dict) -> None:
+    r = run_cli("clusters", "add", "gpu-a", "--infra", "slurm/gpu-a", env=cluster_home)
+    assert r.returncode == 0, r.stderr
+    spec = _spec(tmp_path, "  accelerators: {T4: 1, L4: 1}\n  infra: slurm/gpu-a\n")
+    r = run_cli("launch", str(spec), "--dry-run", env=cluster_home)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "slurm/gpu-a: it has no GPU (declared without --gpu) and the task asks for T4:1 or L4:1" in r.stderr
+
+
+def test_declared_clusters_need_skypilot_and_the_refusal_names_the_extra() -> None:
+    from launcher.planning.preflight import cloud_preflight
+    from launcher.providers.base import CredentialStatus
+
+    statuses = {"slurm": CredentialStatus("slurm", True, "declared clusters: local"), "local": CredentialStatus("local", True, "")}
+    p = cloud_preflight(statuses, ssh_cidr=None, sky_found=False)
+    assert not p.statuses["slurm"].enabled and p.statuses["local"].enabled
+    err = p.refusal(RuntimeError())
+    assert err.exit_code == 5 and "slurm needs SkyPilot (pip install -c requirements.lock -e '.[sky]'" in str(err)
+    assert cloud_preflight(statuses, ssh_cidr=None, sky_found=True).statuses["slurm"].enabled
