@@ -5,7 +5,11 @@ it); skipped with that reason otherwise.
 These prove, against the real SkyPilot, the outcome mapping the stand-in SDK tests
 (tests/executors/test_sky_sdk.py) can only script: succeeded, setup failed, cancelled
 (`launcher down`), preempted (a SIGTERM from Slurm; the job checkpoints, the controller
-recovers, the weights are bit-identical).
+recovers, the weights are bit-identical). Also: the shipped `task_specs/train-slurm.yaml`
+launched exactly as the docs write it (after `up` with a relative LAUNCHER_PYTHON); a `kill -9`
+of the launcher mid-job and `launch --resume` (a job that finished meanwhile is adopted, one still
+running is torn down and resumed from its checkpoint), leaving no Slurm job and no SkyPilot
+cluster; a job queued behind another Slurm job is reported and gives up at `max_wait`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +33,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 TRAIN = REPO / "task_specs" / "train.yaml"
+SHIPPED = "task_specs/train-slurm.yaml"  # as the docs write it, from the repository root
 SLURM_USER = os.environ.get("LOCAL_SLURM_USER", "skyslurm")
 SHA = re.compile(r"final_weights_sha256=([0-9a-f]{64})")
 
@@ -86,10 +92,15 @@ def _slurm_env(tmp_path_factory) -> Iterator[dict]:
     }
     env.pop("LAUNCHER_DB_URL", None)
     # `up` again: idempotent; declares the cluster for this LAUNCHER_HOME and points the job
-    # user's `python` at this interpreter. Its last line is the infra string.
-    r = subprocess.run(["bash", str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=600)
+    # user's `python` at this interpreter, given relative to the repository as the docs write
+    # it (`LAUNCHER_PYTHON=.venv/bin/python`). Its last line is the infra string.
+    relative = os.path.relpath(sys.executable, REPO)
+    r = subprocess.run(["bash", str(SCRIPT), "up"], env={**env, "LAUNCHER_PYTHON": relative}, capture_output=True, text=True,
+                       timeout=600, cwd=str(REPO))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "slurm/local"
+    shim = (Path(os.path.expanduser(f"~{SLURM_USER}")) / "bin" / "python").read_text()
+    assert shim.splitlines()[-1].startswith("exec /"), shim  # the absolute path, runnable from any directory
     yield env
     subprocess.run([sys.executable, "-m", "launcher.executors.sky_server", "stop"], env=env, timeout=120)
 
@@ -99,7 +110,7 @@ def cli(env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProc
                           timeout=timeout, cwd=str(REPO))  # fmt: skip
 
 
-def spec_variant(tmp: Path, name: str, infra: str, *, step_time_s: float | None = None, **changes) -> Path:
+def spec_variant(tmp: Path, name: str, infra: str, *, step_time_s: float | None = None, spec_name: str | None = None, **changes) -> Path:
     """task_specs/train.yaml with its resources replaced by `infra` (same workdir, setup, run).
     `step_time_s` slows each step (the weights do not depend on it) so a signal lands mid-training
     even though the log reaches us seconds late."""
@@ -108,6 +119,8 @@ def spec_variant(tmp: Path, name: str, infra: str, *, step_time_s: float | None 
     if step_time_s is not None:
         d["envs"] = {**d["envs"], "STEP_TIME_S": step_time_s}
     d["workdir"] = str(TRAIN.parent)
+    if spec_name:
+        d["name"] = spec_name
     d.update(changes)
     p = tmp / f"{name}.yaml"
     p.write_text(yaml.safe_dump(d, sort_keys=False))
@@ -170,9 +183,10 @@ def local_sha(slurm_env, tmp_path_factory) -> str:
     return SHA.findall(logs(slurm_env, run_id))[-1]
 
 
-def test_train_on_slurm_matches_local_and_is_recorded(slurm_env, local_sha, tmp_path) -> None:
-    spec = spec_variant(tmp_path, "train-slurm", "slurm/local")
-    r = cli(slurm_env, "launch", str(spec), "--yes", timeout=1500)
+def test_shipped_slurm_spec_as_documented_matches_local_and_is_recorded(slurm_env, local_sha) -> None:
+    started = time.monotonic()
+    r = cli(slurm_env, "launch", SHIPPED, "--yes", timeout=1500)
+    print(f"launch {SHIPPED}: {time.monotonic() - started:.0f}s")
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = re.search(r"run (r-\S+)", r.stdout + r.stderr).group(1)
     d = show(slurm_env, run_id)
@@ -182,8 +196,116 @@ def test_train_on_slurm_matches_local_and_is_recorded(slurm_env, local_sha, tmp_
     out = logs(slurm_env, run_id)
     assert '"event": "done"' in out
     assert SHA.findall(out)[-1] == local_sha
+    stored = (Path(slurm_env["LAUNCHER_HOME"]) / "runs" / run_id / "logs" / "rank-0.log").read_text()
+    assert "\x1b" not in stored and "\x1b" not in out, "SkyPilot's terminal colours are stripped"
     assert squeue_jobs() == []
     assert sky_clusters(slurm_env) == []
+
+
+def _launch_then_kill_9(env: dict, spec: Path, tmp: Path) -> str:
+    """A foreground `launch` killed with SIGKILL once the job trains; returns the run id."""
+    out = open(tmp / "launch.out", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "launcher.cli.main", "launch", str(spec), "--yes"], env=env, cwd=str(REPO),
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        def newest_run():
+            runs = json.loads(cli(env, "runs", "list", "--json", timeout=120).stdout)["runs"]
+            return next((x["run_id"] for x in runs if x["name"] == yaml.safe_load(spec.read_text())["name"] and x["state"] != "succeeded"), None)
+
+        run_id = wait_until("the run in the ledger", newest_run, 300, 3)
+        wait_until("training steps in the log", lambda: '"event": "step"' in logs(env, run_id), 1200, 3)
+    finally:
+        proc.send_signal(signal.SIGKILL)  # kill -9: no cleanup of any kind
+        proc.wait(timeout=60)
+    assert squeue_jobs(), "the killed launcher's SkyPilot cluster still holds its Slurm job"
+    return run_id
+
+
+def sky_job_status(env: dict, name: str) -> str | None:
+    code = (
+        "import sys; from launcher.executors.sky_server import ensure_server; ensure_server(); "
+        "from sky.client import sdk; s = sdk.get(sdk.job_status(sys.argv[1], job_ids=None)); "
+        "print(next((getattr(v, 'value', v) for v in s.values() if v is not None), None))"
+    )
+    r = subprocess.run([sys.executable, "-c", code, name], env=env, capture_output=True, text=True, timeout=300)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def test_kill_9_after_the_job_finished_resume_adopts_it(slurm_env, local_sha, tmp_path) -> None:
+    """The controller dies mid-job; the job finishes with nobody watching; `launch --resume`
+    asks SkyPilot, adopts the finished job (no second launch), fetches its whole log, tears the
+    SkyPilot cluster down."""
+    spec = spec_variant(tmp_path, "train-adopt", "slurm/local", step_time_s=0.3, spec_name="train-adopt")
+    started = time.monotonic()
+    run_id = _launch_then_kill_9(slurm_env, spec, tmp_path)
+    cluster = f"gl-{run_id}-c1"
+    wait_until("the orphaned SkyPilot job to finish", lambda: sky_job_status(slurm_env, cluster) == "SUCCEEDED", 900, 10)
+    r = cli(slurm_env, "launch", "--resume", run_id, "--yes", timeout=900)
+    print(f"kill -9, job finished, resume: {time.monotonic() - started:.0f}s")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = show(slurm_env, run_id)
+    assert (d["state"], d["end_reason"]) == ("succeeded", "completed"), d
+    [a] = d["attempt_rows"]  # adopted: not started over
+    assert a["end_reason"] == "completed"
+    out = logs(slurm_env, run_id)
+    assert SHA.findall(out)[-1] == local_sha, "the whole log, fetched from SkyPilot, has the job's last line"
+    assert squeue_jobs() == []
+    assert sky_clusters(slurm_env) == []
+
+
+def test_kill_9_mid_job_then_resume_tears_down_and_completes(slurm_env, local_sha, tmp_path) -> None:
+    """The issue's case: before, the dead attempt's SkyPilot cluster stayed UP holding the node
+    and the resumed attempt queued behind it forever. Now cleanup `sky down`s it (verified) and
+    the next attempt resumes from the checkpoint."""
+    spec = spec_variant(tmp_path, "train-kill", "slurm/local", step_time_s=1.0, spec_name="train-kill")
+    started = time.monotonic()
+    run_id = _launch_then_kill_9(slurm_env, spec, tmp_path)
+    r = cli(slurm_env, "launch", "--resume", run_id, "--yes", timeout=1500)
+    print(f"kill -9 mid-job, resume to the end: {time.monotonic() - started:.0f}s")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = show(slurm_env, run_id)
+    assert (d["state"], d["end_reason"]) == ("succeeded", "completed"), d
+    assert [a["end_reason"] for a in d["attempt_rows"]] == ["abandoned", "completed"]
+    out = logs(slurm_env, run_id)
+    assert SHA.findall(out)[-1] == local_sha
+    assert squeue_jobs() == []
+    assert sky_clusters(slurm_env) == []
+    # The ledger and SkyPilot agree: nothing for `down` or `doctor` to find.
+    r = cli(slurm_env, "down", f"gl-{run_id}-c1", timeout=600)
+    assert r.returncode == 0 and "already terminated" in r.stderr, r.stderr
+    r = cli(slurm_env, "doctor", "--json", timeout=600)
+    sky = [f for f in json.loads(r.stdout) if f["check"] == "sky-clusters"]
+    assert [f["status"] for f in sky] == ["ok"], sky
+
+
+def test_a_job_queued_behind_another_says_so_and_gives_up_at_max_wait(slurm_env, tmp_path) -> None:
+    """Another Slurm job holds every CPU: the launch says what it waits for and fails after the
+    spec's max_wait (1 min), leaving no job of ours queued and no SkyPilot cluster."""
+    blocker = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N1", "-n1", f"-c{os.cpu_count()}", "-o", "/dev/null",
+                              "--wrap", "sleep 900"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert blocker.returncode == 0, blocker.stderr
+    job = blocker.stdout.strip().split(";")[0]
+    try:
+        wait_until("the blocking job to run", lambda: subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                                                                      text=True).stdout.strip() == "RUNNING", 120, 2)  # fmt: skip
+        spec = spec_variant(tmp_path, "train-queued", "slurm/local", launcher={**yaml.safe_load(TRAIN.read_text())["launcher"], "max_wait": "1m"})
+        started = time.monotonic()
+        r = cli(slurm_env, "launch", str(spec), "--yes", timeout=900)
+        took = time.monotonic() - started
+        print(f"queued launch gave up after {took:.0f}s")
+        text = r.stdout + r.stderr
+        assert r.returncode != 0, text
+        assert "waiting: the Slurm job of SkyPilot cluster gl-" in text and "queued behind other jobs" in text, text
+        run_id = re.search(r"run (r-\S+)", text).group(1)
+        d = show(slurm_env, run_id)
+        assert (d["state"], d["end_reason"]) == ("failed", "provision_failed"), d
+        assert "max_wait" in json.dumps(d), d
+        assert took < 600, "bounded by max_wait, not by SkyPilot's own timeouts"
+        assert squeue_jobs() == [], "our queued job is gone with its SkyPilot cluster"
+        assert sky_clusters(slurm_env) == []
+    finally:
+        subprocess.run(["scancel", job], timeout=60)
+    wait_until("the blocker to leave", lambda: job not in subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split(), 120, 2)
 
 
 def test_down_mid_job_leaves_no_slurm_job_and_no_sky_cluster(slurm_env, tmp_path) -> None:
