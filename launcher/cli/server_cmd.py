@@ -27,13 +27,20 @@ def server(
     heartbeat_seconds: float | None = typer.Option(None, "--heartbeat-seconds", help="Lease renewal interval (default: a third of the lease)."),
     max_runs: int = typer.Option(50, "--max-runs", help="Most runs this replica drives at once."),
     claim_batch: int = typer.Option(4, "--claim-batch", help="Most new runs claimed per heartbeat (spreads work across replicas)."),
+    local_jobs_user: str | None = typer.Option(
+        None, "--local-jobs-user",
+        help="Run non-admins' `--cloud local` jobs on this machine as this unprivileged user (the server must run as root). Unset: they are refused.",
+    ),
 ) -> None:
     """Run a server replica: drive submitted runs (leases in the shared ledger) and serve the API."""
     if ctx.invoked_subcommand is not None:
         return
     from launcher.server.serve import serve
 
-    serve(host=host, port=port, ttl_s=lease_seconds, heartbeat_s=heartbeat_seconds, max_runs=max_runs, claim_batch=claim_batch)
+    serve(
+        host=host, port=port, ttl_s=lease_seconds, heartbeat_s=heartbeat_seconds, max_runs=max_runs, claim_batch=claim_batch,
+        local_jobs_user=local_jobs_user,
+    )  # fmt: skip
 
 
 def _users():

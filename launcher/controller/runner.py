@@ -186,11 +186,26 @@ def run_controller(
     mode: str,
     notify: Callable[[str], None] = lambda m: None,
     install_signals: bool = True,
+    local_run_as=None,
+    refuse_local: str | None = None,
 ) -> RunResult:
-    """Drive the run to an end in this process. SIGTERM/SIGINT cancel it cleanly."""
+    """Drive the run to an end in this process. SIGTERM/SIGINT cancel it cleanly.
+
+    For a server: `local_run_as` (a (JobUser, setpriv) pair, executors.job_user) runs local jobs
+    as that user; `refuse_local` (a reason) refuses to run them at all."""
+    from launcher.errors import RefusedError
     from launcher.executors import executor_for
 
+    def executor_for_cloud(cloud: str):
+        if cloud == "local" and refuse_local:
+            raise RefusedError(refuse_local)
+        if cloud == "local" and local_run_as is not None:
+            return executor_for(cloud, run_as=local_run_as)
+        return executor_for(cloud, provider_for=provider_for)
+
     job, opts, loaded = load_job(run_id, ledger)
+    if refuse_local:
+        job = _without_local_offers(job, ledger, refuse_local)
     from launcher.controller.placement import placement_for
 
     policy = recovery_policy(job.spec.launcher.recovery, has_deadline=job.spec.launcher.deadline is not None)
@@ -200,7 +215,7 @@ def run_controller(
     deps = ControllerDeps(
         ledger=ledger,
         provider_for=provider_for,
-        executor_for=lambda cloud: executor_for(cloud, provider_for=provider_for),
+        executor_for=executor_for_cloud,
         policy=policy,
         notify=notify,
         capacity_retry_s=retry_s,
@@ -219,6 +234,28 @@ def run_controller(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _without_local_offers(job: RunJob, ledger, reason: str) -> RunJob:
+    """The job with the plan's local offers removed; a plan of nothing else ends the run FAILED
+    with the reason (RefusedError) before anything is provisioned."""
+    from dataclasses import replace
+
+    from launcher.controller.states import is_terminal
+    from launcher.errors import RefusedError
+    from launcher.ledger.records import EndReason, RunState
+
+    kept = tuple(c for c in job.plan.candidates if c.scored.offer.cloud != "local")
+    if len(kept) == len(job.plan.candidates):
+        return job
+    if kept:
+        ledger.add_event(job.run_id, "local_offers_removed", {"why": reason})
+        return replace(job, plan=replace(job.plan, candidates=kept))
+    if not is_terminal(ledger.get_run(job.run_id).state):
+        with ledger.transaction():
+            ledger.add_event(job.run_id, "refused", {"why": reason})
+            ledger.set_run_state(job.run_id, RunState.FAILED, reason=EndReason.PROVISION_FAILED)
+    raise RefusedError(reason)
 
 
 def _tracking_session(job: RunJob, ledger):

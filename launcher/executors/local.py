@@ -36,10 +36,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from launcher import paths
 from launcher.atomic import atomic_write_text
 from launcher.executors import job_cgroup
 from launcher.executors.container import RUNTIME_EXIT_CODES, ContainerRuntime, ContainerRuntimeError, select_runtime
 from launcher.executors.job_env import JOB_VAR_NAMES, JOB_VAR_PREFIXES, job_environment
+from launcher.executors.job_user import JobUser, grant
 from launcher.executors.job_status import exit_path, record_attempt, wrap_argv
 from launcher.procfs import (
     proc_stats,
@@ -65,6 +67,7 @@ from launcher.providers.base import ClusterHandle
 
 PROCS_FILE = "procs.json"
 STRAYS_GONE_S = 5.0  # how long a finished phase waits for the SIGKILLed strays of its job to die
+JOB_DIR = "job"  # a job run as another user without a workdir starts here (its own directory)
 RELAY_DRAIN_S = 3.0  # how long a finished phase waits for its log relays to write the last bytes
 
 
@@ -233,11 +236,12 @@ def mount_skip_reason(dest: str, src: str) -> str | None:
     return None
 
 
-def link_file_mounts(request: ExecRequest) -> tuple[list[str], list[str]]:
+def link_file_mounts(request: ExecRequest, cwd: Path | None = None) -> tuple[list[str], list[str]]:
     """file_mounts on this machine: a local source is symlinked at its destination inside the
-    job's working directory (`~/x` and `x` both land in `<cwd>/x`). Absolute destinations
+    job's working directory `cwd` (`~/x` and `x` both land in `<cwd>/x`). Absolute destinations
     (we do not write outside the run) and bucket URLs (s3://, gs://) are skipped and reported."""
-    cwd = request.workdir if request.workdir is not None and request.workdir.is_dir() else request.run_dir
+    if cwd is None:
+        cwd = request.workdir if request.workdir is not None and request.workdir.is_dir() else request.run_dir
     linked, skipped = [], []
     for dest, src in request.file_mounts.items():
         rel = dest[2:] if dest.startswith("~/") else dest
@@ -290,11 +294,13 @@ class LocalExecution(Execution):
         runtime: ContainerRuntime | None,
         base_env: Mapping[str, str] | None,
         clock=time.monotonic,
+        run_as: tuple[JobUser, str] | None = None,
     ) -> None:
         self.request = request
         self._runtime = runtime if request.image_id else None
         self.image_digest = self._runtime.digest if self._runtime is not None else None
         self._containers: list[str] = []  # names of the containers this attempt started
+        self._run_as = run_as  # (user, setpriv): the job's command runs as that user (job_user.py)
         self._base_env = base_env
         self._clock = clock
         self._master_port = free_port()
@@ -309,7 +315,11 @@ class LocalExecution(Execution):
         (request.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         record_attempt(request.run_dir, request.attempt, num_nodes=request.num_nodes, checkpoint_dir=request.checkpoint_dir)
         self._cgroup = job_cgroup.make_attempt_cgroup(request.run_id, request.attempt)
-        self.mounts_linked, self.mounts_skipped = link_file_mounts(request)
+        if run_as is not None:
+            self._cwd().mkdir(mode=0o700, exist_ok=True)
+        self.mounts_linked, self.mounts_skipped = link_file_mounts(request, self._cwd())
+        if run_as is not None:
+            grant(run_as[0], home=paths.home(), run_dir=request.run_dir, owned=[p for p in (self._cwd(), request.checkpoint_dir) if p is not None])
         self.phase = "setup" if request.setup else "run"
         self._start_phase()
 
@@ -322,10 +332,19 @@ class LocalExecution(Execution):
             self._procs[rank] = self._spawn(rank, command or "true")
         self._write_procs()
 
+    def _cwd(self) -> Path:
+        req = self.request
+        if req.workdir is not None and req.workdir.is_dir():
+            return req.workdir
+        return req.run_dir / JOB_DIR if self._run_as is not None else req.run_dir
+
     def _spawn(self, rank: int, command: str) -> subprocess.Popen:
         req = self.request
         env = rank_env(req, rank, phase=self.phase, master_port=self._master_port, base=self._base_env)
-        cwd = req.workdir if req.workdir is not None and req.workdir.is_dir() else req.run_dir
+        cwd = self._cwd()
+        if self._run_as is not None:
+            user = self._run_as[0]
+            env.update(USER=user.name, LOGNAME=user.name, HOME=user.home if os.path.isdir(user.home) else str(cwd))
         if self._runtime is not None:
             mounts = [p for p in (req.workdir, req.checkpoint_dir, req.run_dir) if p is not None]
             name = f"launcher-{req.run_id}-a{req.attempt}-r{rank}-{self.phase}"
@@ -333,6 +352,8 @@ class LocalExecution(Execution):
             argv = self._runtime.run_argv(command, name=name, env_names=container_env_names(env, req), workdir=req.workdir, mounts=mounts)
         else:
             argv = ["bash", "-c", command]
+        if self._run_as is not None:
+            argv = self._run_as[0].argv(argv, self._run_as[1])
         procs = self._cgroup / "cgroup.procs" if self._cgroup is not None else None
         argv = wrap_argv(argv, exit_file=exit_path(req.run_dir, req.attempt, self.phase, rank), cgroup_procs=procs)
         with job_output(log_path(req.run_dir, rank), req.secrets) as (out, relay):
@@ -503,9 +524,12 @@ class LocalExecutor(Executor):
         podman: str | None | bool = True,
         runtimes: Sequence[str] | None = None,
         base_env: Mapping[str, str] | None = None,
+        run_as: tuple[JobUser, str] | None = None,
     ) -> None:
         """podman=True: run images with the first of `runtimes` (default podman, docker) that can
-        start them here; a string: only that runtime binary; False/None: always on the host."""
+        start them here; a string: only that runtime binary; False/None: always on the host.
+        run_as: (user, setpriv binary) from job_user.resolve_job_user: jobs run as that user, on
+        the host (a task with an image is refused: containers as another user are not built yet)."""
         if podman is False or podman is None:
             self.runtimes: tuple[str, ...] | None = None
         elif isinstance(podman, str):
@@ -514,6 +538,7 @@ class LocalExecutor(Executor):
             self.runtimes = tuple(runtimes) if runtimes is not None else None
         self.use_containers = podman not in (False, None)
         self.base_env = base_env
+        self.run_as = run_as
         self._selected: dict[str, ContainerRuntime | None | str] = {}  # image -> runtime, None (none installed), or why not
 
     def runtime_for(self, image: str) -> ContainerRuntime | None:
@@ -530,9 +555,11 @@ class LocalExecutor(Executor):
 
     def start(self, request: ExecRequest, handle: ClusterHandle) -> Execution:
         runtime = None
+        if request.image_id and self.run_as is not None:
+            return RuntimeFailedExecution(request, "this server runs local jobs as another user (--local-jobs-user), without containers: the task's image_id cannot run here")
         if request.image_id and self.use_containers:
             try:
                 runtime = self.runtime_for(request.image_id)
             except ContainerRuntimeError as e:
                 return RuntimeFailedExecution(request, e.message)
-        return LocalExecution(request, runtime=runtime, base_env=self.base_env)
+        return LocalExecution(request, runtime=runtime, base_env=self.base_env, run_as=self.run_as)

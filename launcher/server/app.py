@@ -59,9 +59,13 @@ def _error(e: LauncherError) -> Response:
     return r
 
 
-def create_app(ledger, *, metrics: Callable[[], bytes] | None = None) -> Starlette:
-    """`ledger`: a LeaseLedger shared by the request threads (SQLAlchemy's pool is thread-safe)."""
+def create_app(ledger, *, metrics: Callable[[], bytes] | None = None, local_jobs=None) -> Starlette:
+    """`ledger`: a LeaseLedger shared by the request threads (SQLAlchemy's pool is thread-safe).
+    `local_jobs`: server.local_jobs.LocalJobs (default: non-admins' local jobs refused)."""
+    from launcher.server.local_jobs import LocalJobs
+
     users = Users(ledger)
+    local_jobs = local_jobs or LocalJobs()
 
     def endpoint(fn: Callable[..., Response]) -> Callable[[Request], Any]:
         """Authenticate, run `fn(request, principal, body)` in a worker thread (ledger calls
@@ -117,7 +121,8 @@ def create_app(ledger, *, metrics: Callable[[], bytes] | None = None) -> Starlet
         sub = parse_submission(_body(body))
         project = load_spec_text(sub.spec_yaml).spec.launcher.project
         principal.require("member", project)
-        run_id = record_submission(sub, ledger, submitted_by=principal.user)
+        _, refuse_local = local_jobs.decide(principal, project)
+        run_id = record_submission(sub, ledger, submitted_by=principal.user, refuse_local=refuse_local)
         return json_response({"run_id": run_id}, 201)
 
     @endpoint

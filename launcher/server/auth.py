@@ -172,3 +172,12 @@ class Users:
                 raise UnauthenticatedError("unknown or revoked token")
             roles = c.execute(select(m.server_roles.c.project, m.server_roles.c.role).where(m.server_roles.c.user_name == row.user_name)).all()
         return Principal(row.user_name, {r.project: r.role for r in roles})
+
+
+def principal_of(ledger, user: str | None) -> Principal:
+    """A user's roles as the ledger has them now (a removed or unknown user has none)."""
+    if not user:
+        return Principal("", {})
+    with ledger._read() as c:
+        rows = c.execute(select(m.server_roles.c.project, m.server_roles.c.role).where(m.server_roles.c.user_name == user)).all()
+    return Principal(user, {r.project: r.role for r in rows})

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 
 from launcher.ledger.leases import Claim, LeaseLedger, LeaseLostError
 from launcher.ledger.records import TERMINAL_RUN_STATES
+from launcher.server.local_jobs import LocalJobs
 
 DEFAULT_LEASE_TTL_S = 30.0
 
@@ -57,6 +58,7 @@ class Replica:
         claim_batch: int = 4,
         log: Callable[[str], None] | None = None,
         drive: Callable[[LeaseLedger, Claim], object] | None = None,
+        local_jobs: LocalJobs | None = None,
     ) -> None:
         self.led = ledger
         self.owner_id = owner_id or new_owner_id()
@@ -67,7 +69,8 @@ class Replica:
         self.max_runs = max_runs
         self.claim_batch = claim_batch  # per tick: replicas ticking together share new work
         self._log = log or _stderr
-        self._drive = drive or _run_controller
+        self.local_jobs = local_jobs or LocalJobs()
+        self._drive = drive or self._run_controller
         self._running: dict[str, tuple[Claim, threading.Thread]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -146,14 +149,15 @@ class Replica:
             self._log(f"run {claim.run_id}: {self.led.get_run(claim.run_id).state}; lease released")
 
 
-def _run_controller(ledger: LeaseLedger, claim: Claim) -> object:
-    from launcher.controller.runner import run_controller
+    def _run_controller(self, ledger: LeaseLedger, claim: Claim) -> object:
+        from launcher.controller.runner import run_controller
 
-    mode = "server-adopted" if claim.adopted_from else "server"
-    return run_controller(
-        claim.run_id, ledger, mode=mode, install_signals=False,
-        notify=lambda msg: _stderr(f"run {claim.run_id}: {msg}"),
-    )  # fmt: skip
+        run_as, refuse = self.local_jobs.decide_for_run(self.led, claim.run_id)
+        mode = "server-adopted" if claim.adopted_from else "server"
+        return run_controller(
+            claim.run_id, ledger, mode=mode, install_signals=False,
+            notify=lambda msg: _stderr(f"run {claim.run_id}: {msg}"), local_run_as=run_as, refuse_local=refuse,
+        )  # fmt: skip
 
 
 def _stderr(msg: str) -> None:

@@ -94,9 +94,11 @@ def parse_submission(body: Any) -> Submission:
         raise BadInputError(f"bad submission: {where}: {err['msg']}") from None
 
 
-def record_submission(sub: Submission, ledger, *, submitted_by: str) -> str:
+def record_submission(sub: Submission, ledger, *, submitted_by: str, refuse_local: str | None = None) -> str:
     """Validate, lay out the run directory, record the run and queue it. Returns the run id.
-    `ledger` is a LeaseLedger. Bad input raises BadInputError before anything is written."""
+    `ledger` is a LeaseLedger. Bad input raises BadInputError before anything is written.
+    `refuse_local` (a reason): the plan's local offers are dropped; a plan of nothing else is
+    refused (LocalJobsRefusedError) before anything is written."""
     from launcher.controller.runner import LaunchOptions, prepare_run, run_dir
     from launcher.planning.plan import plan_from_dict
     from launcher.provenance import Provenance
@@ -114,6 +116,8 @@ def record_submission(sub: Submission, ledger, *, submitted_by: str) -> str:
         options = LaunchOptions(**{**sub.options, "spec_path": None, "base_dir": None})
     except (KeyError, TypeError, ValueError) as e:
         raise BadInputError(f"bad submission: {type(e).__name__}: {e}") from None
+    if refuse_local:
+        plan = _without_local(plan, refuse_local)
     if not prov.run_id.startswith("r-") or "/" in prov.run_id or ".." in prov.run_id:
         raise BadInputError(f"bad submission: run id {prov.run_id!r}")
     rd = run_dir(prov.run_id)
@@ -136,6 +140,17 @@ def record_submission(sub: Submission, ledger, *, submitted_by: str) -> str:
             shutil.rmtree(unpacked, ignore_errors=True)
     ledger.submit_lease(run_id, submitted_by=submitted_by)
     return run_id
+
+
+def _without_local(plan, reason: str):
+    from dataclasses import replace
+
+    from launcher.server.local_jobs import HINT, LocalJobsRefusedError
+
+    kept = tuple(c for c in plan.candidates if c.scored.offer.cloud != "local")
+    if not kept:
+        raise LocalJobsRefusedError(reason, hint=HINT)
+    return replace(plan, candidates=kept)
 
 
 def _unpack(b64: str, dest: Path) -> None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO, free_port, wait_for_port
 
@@ -79,3 +84,43 @@ def make_token(user: str, project: str, role: str, env: dict[str, str]) -> str:
     r = run_cli_env("server", "tokens", "create", user, env=env)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
+
+
+@contextmanager
+def nobody_runs_python() -> Iterator[list[str]]:
+    """Server arguments that let members run `--cloud local` jobs: as `nobody`
+    (`--local-jobs-user nobody`; the server must run as root, else the test is skipped). Where this
+    interpreter lives under a private directory (pyenv under /root on these machines), nobody gets
+    search permission there (a POSIX ACL entry of its own, removed afterwards), as an operator
+    would install the launcher where every user can run it. LAUNCHER_HOME must be reachable too:
+    see `searchable_dir`."""
+    import pwd
+
+    from launcher.executors.job_user import _unreachable_ancestor
+
+    if os.geteuid() != 0:
+        pytest.skip("members' local jobs run as another user (--local-jobs-user), which needs the server to run as root")
+    nobody = pwd.getpwnam("nobody")
+    granted: list[Path] = []
+    try:
+        while (d := _unreachable_ancestor(Path(sys.executable).resolve() / "x", nobody.pw_uid, nobody.pw_gid, {nobody.pw_gid})) is not None:
+            if d in granted or shutil.which("setfacl") is None or subprocess.run(["setfacl", "-m", "u:nobody:x", str(d)]).returncode != 0:
+                pytest.skip(f"nobody cannot reach {sys.executable} ({d}) and no ACL can be set")
+            granted.append(d)
+        yield ["--local-jobs-user", "nobody"]
+    finally:
+        for d in granted:
+            subprocess.run(["setfacl", "-x", "u:nobody", str(d)])
+
+
+@contextmanager
+def searchable_dir() -> Iterator[Path]:
+    """A fresh directory whose parents every user may search (pytest's tmp dirs are root's 0700)."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="launcher-srv-", dir="/tmp"))
+    os.chmod(d, 0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -10,7 +10,7 @@ import textwrap
 import httpx
 import pytest
 
-from tests.server.helpers import cli_env, make_token, run_cli_env, start_server
+from tests.server.helpers import cli_env, make_token, nobody_runs_python, run_cli_env, searchable_dir, start_server
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,12 @@ def team(tmp_path_factory):
     """A server with users: root (admin everywhere), alice (member of A), bob (member of B),
     vic (viewer of A); one finished run of alice's in project A."""
     tmp = tmp_path_factory.mktemp("team")
-    home = tmp / "home"
+    with nobody_runs_python() as local_jobs_args, searchable_dir() as d:
+        yield from _team(tmp, d / "home", local_jobs_args)
+
+
+def _team(tmp, home, local_jobs_args):
+    """(Members' local jobs run as `nobody`: a server runs them in its own user only for admins.)"""
     env = cli_env(LAUNCHER_HOME=str(home))
     env.pop("LAUNCHER_DB_URL", None)
     env.pop("LAUNCHER_SERVER", None)
@@ -29,7 +34,7 @@ def team(tmp_path_factory):
         "bob": make_token("bob", "B", "member", env),
         "vic": make_token("vic", "A", "viewer", env),
     }
-    server = start_server(tmp, "--lease-seconds", "6", env=env)
+    server = start_server(tmp, "--lease-seconds", "6", *local_jobs_args, env=env)
     specs = {p: _spec(tmp, p) for p in ("A", "B")}
     try:
         r = run_cli_env("launch", str(specs["A"]), "--submit", "--yes", "--cheapest", "--cloud", "local",

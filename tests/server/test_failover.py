@@ -66,7 +66,8 @@ def test_three_replicas_one_killed_every_run_finishes_once(tmp_path, launcher_ho
     for v in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS"):
         env.pop(v, None)
     ref = reference_hash(tmp_path)
-    token = make_token("ada", "examples", "member", env)
+    # An admin: a server runs non-admins' local jobs only as another user (tests/server/test_job_confinement.py)
+    token = make_token("ada", "examples", "admin", env)
     replica_args = ["--lease-seconds", str(TTL_S), "--heartbeat-seconds", str(HEARTBEAT_S), "--claim-batch", "1"]
     servers = [start_server(tmp_path, *replica_args, env=env) for _ in range(3)]
     follower: subprocess.Popen | None = None
