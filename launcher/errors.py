@@ -11,6 +11,8 @@ Anything that is not a LauncherError is a bug: the CLI prints it briefly (full t
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable
 from enum import IntEnum
 
@@ -98,6 +100,86 @@ class NotFoundError(LauncherError):
 
 class JobFailedError(LauncherError):
     exit_code = ExitCode.JOB_FAILED
+
+
+class DiskFullError(ProviderError):
+    """A write failed because its filesystem is full (ENOSPC, EDQUOT): exit 5, saying what could
+    not be written, where, how much is free and (when known) how much the write needed."""
+
+
+class StateAccessError(ProviderError):
+    """The launcher's own state (LAUNCHER_HOME, the ledger) cannot be read or written by this
+    user: exit 5, like any other unusable ledger (see the README's exit codes)."""
+
+
+def _nearest_existing(path: str) -> str:
+    p = os.path.abspath(path)
+    while not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    return p
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """Bytes an unprivileged writer may still use on the filesystem holding `path`."""
+    try:
+        st = os.statvfs(_nearest_existing(os.fspath(path)))
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def disk_full(what: str, path: str | os.PathLike, *, needed_bytes: int | None = None) -> DiskFullError:
+    """The DiskFullError for `what` (e.g. "the job's log") at `path`."""
+    free = free_bytes(path)
+    parts = [f"{human_bytes(free)} free there" if free is not None else "free space unknown"]
+    if needed_bytes:
+        parts.append(f"it needed {human_bytes(needed_bytes)}")
+    return DiskFullError(
+        f"disk full: {what} at {os.fspath(path)} could not be written ({'; '.join(parts)})",
+        hint="free space on that filesystem (or point LAUNCHER_HOME elsewhere), then rerun",
+    )
+
+
+def from_os_error(e: OSError, *, state_home: str | os.PathLike | None = None) -> LauncherError | None:
+    """The readable error for an OSError that is not a bug: a full disk (exit 5) or a permission
+    denied on a file (inside `state_home`: the launcher's state, exit 5; elsewhere: bad input,
+    exit 2). None for the rest."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return disk_full("a file", e.filename) if e.filename else DiskFullError("disk full: a write failed (no space left on the device)")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and e.filename:
+        name = os.fspath(e.filename)
+        home = os.path.abspath(state_home) if state_home is not None else None
+        if home is not None and (os.path.abspath(name) == home or os.path.abspath(name).startswith(home + os.sep)):
+            owner = _owner(home)
+            return StateAccessError(
+                f"cannot use the launcher's state at {home}: {e.strerror} on {name}" + (f" (owned by {owner})" if owner else ""),
+                hint="point LAUNCHER_HOME at a directory of your own (or fix its owner and mode)",
+            )
+        return BadInputError(f"cannot access {name}: {e.strerror}")
+    return None
+
+
+def _owner(path: str) -> str | None:
+    try:
+        import pwd
+
+        uid = os.stat(_nearest_existing(path)).st_uid
+    except (OSError, ImportError):
+        return None
+    if uid == os.geteuid():
+        return None
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _library_errors() -> tuple[tuple[type[Exception], type[LauncherError]], ...]:

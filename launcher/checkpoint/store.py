@@ -17,6 +17,7 @@ Readers that run beside a writer (the controller) pass `repair=False`.
 
 from __future__ import annotations
 
+import errno
 import re
 import secrets
 import time
@@ -27,7 +28,7 @@ from typing import Any
 
 from launcher.checkpoint.manifest import MANIFEST_NAME, FileEntry, Manifest, ManifestError, sha256_hex
 from launcher.checkpoint.storage import Storage, open_storage
-from launcher.errors import BadInputError, NotFoundError
+from launcher.errors import BadInputError, NotFoundError, disk_full
 
 PREFIX = "ckpt-"
 _ID_RE = re.compile(r"^ckpt-(\d{12})-[0-9a-f]+$")
@@ -121,9 +122,17 @@ class CheckpointStore:
             manifest_bytes = manifest.to_bytes()  # before any write: bad metadata fails cleanly
         except (TypeError, ValueError) as exc:
             raise BadInputError(f"checkpoint metadata must be JSON values: {exc}") from exc
-        for name, data in blobs.items():
-            self.storage.put(f"{ckpt_id}/{name}", data)
-        self.storage.put(f"{ckpt_id}/{MANIFEST_NAME}", manifest_bytes)
+        try:
+            for name, data in blobs.items():
+                self.storage.put(f"{ckpt_id}/{name}", data)
+            self.storage.put(f"{ckpt_id}/{MANIFEST_NAME}", manifest_bytes)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            self._delete(ckpt_id)  # give the room back: an unfinished save is never loaded anyway
+            needed = sum(len(d) for d in blobs.values()) + len(manifest_bytes)
+            where = getattr(self.storage, "root", None) or self.url
+            raise disk_full(f"checkpoint step {step}", where, needed_bytes=needed) from exc
         checkpoint = self._checkpoint(manifest)
         if self.keep_last is not None:
             self.prune(self.keep_last, _just_saved=ckpt_id)

@@ -108,13 +108,7 @@ def run(argv: list[str], *, own_process: bool = False) -> int:
         # our commands themselves return None.
         return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except (LauncherError, *library_error_types()) as raised:
-        e = as_launcher_error(raised)
-        if GLOBALS.debug or debug_requested(argv):
-            traceback.print_exc()
-        sys.stderr.write(f"error: {e.message}\n")
-        if e.hint:
-            sys.stderr.write(f"  {e.hint}\n")
-        return int(e.exit_code)
+        return _expected(as_launcher_error(raised), argv)
     except typer.Exit as e:
         return int(e.exit_code or 0)
     except typer.Abort:
@@ -126,12 +120,30 @@ def run(argv: list[str], *, own_process: bool = False) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return int(ExitCode.INTERRUPTED)
+    except OSError as e:  # a full disk or a permission denied is the machine's state, not a bug
+        from launcher.errors import from_os_error
+
+        known = from_os_error(e, state_home=paths.home())
+        return _internal(e, argv) if known is None else _expected(known, argv)
     except Exception as e:  # a bug: say so briefly unless --debug
-        if GLOBALS.debug or debug_requested(argv):
-            traceback.print_exc()
-        else:
-            sys.stderr.write(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)\n")
-        return int(ExitCode.INTERNAL)
+        return _internal(e, argv)
+
+
+def _expected(e: LauncherError, argv: list[str]) -> int:
+    if GLOBALS.debug or debug_requested(argv):
+        traceback.print_exc()
+    sys.stderr.write(f"error: {e.message}\n")
+    if e.hint:
+        sys.stderr.write(f"  {e.hint}\n")
+    return int(e.exit_code)
+
+
+def _internal(e: Exception, argv: list[str]) -> int:
+    if GLOBALS.debug or debug_requested(argv):
+        traceback.print_exc()
+    else:
+        sys.stderr.write(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)\n")
+    return int(ExitCode.INTERNAL)
 
 
 def _exit(code: int) -> NoReturn:

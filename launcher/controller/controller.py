@@ -31,9 +31,10 @@ from pathlib import Path
 from infra.tags import cluster_tags
 from launcher.controller.billing_account import with_billing_account
 from launcher.controller.checkpoint_watch import CheckpointWatch
+from launcher.controller.disk_space import SpaceReserve, as_disk_full, log_space_error
 from launcher.controller.liveness import CONTROLLER_EVENT, ControllerInfo, this_controller
 from launcher.controller.states import can_transition, is_terminal
-from launcher.errors import BadInputError, ConflictError, CredentialsError, LauncherError, ToolMissingError
+from launcher.errors import BadInputError, ConflictError, CredentialsError, DiskFullError, LauncherError, ToolMissingError
 from launcher.executors.base import DEFAULT_GRACE_SECONDS, ExecRequest, ExecResult, Executor, Outcome
 from launcher.executors.job_status import RECORDABLE, EndedJob, record_outcome
 from launcher.ledger.interfaces import LedgerReader, LedgerWriter
@@ -56,6 +57,8 @@ from launcher.policies.base import Choice, DecisionState, PlacementPolicy, Recov
 from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider, SpotCapacity
 from launcher.spec.models import TaskSpec
 from pricing.models import Offer, ScoredOffer
+
+SPACE_POLL_S = 1.0  # how often a running attempt checks there is room for its logs
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ class Controller:
         self._state = RunState.PENDING
         self._last_beat = float("-inf")
         self._unusable_clouds: set[str] = set()  # provider cannot work at all (tool/credentials missing)
+        self._reserve = SpaceReserve(job.run_dir)
         # Time as the policies see it: the run's age when this controller started (wall clock,
         # from the ledger) plus time since on the injected clock, so tests can drive it.
         self._started_clock = deps.clock()
@@ -189,6 +193,12 @@ class Controller:
         except _Stopped:
             self._finish_stopping()
         except BaseException as e:
+            full = as_disk_full(e)
+            if full is not None and self._end_for_disk_full(full):
+                raise DiskFullError(
+                    f"{full.message}; run {self.job.run_id} was ended (failed: disk_full) with its attempt closed",
+                    hint="free space on that filesystem, then launch again (a checkpoint it saved is kept)",
+                ) from e
             # The run stays live with a dead controller: `status` shows it orphaned, and
             # `down` / `launch --resume` take it from here. Say why in the ledger.
             try:
@@ -430,6 +440,7 @@ class Controller:
         )  # fmt: skip
         executor = self.d.executor_for(offer.cloud)
         watch = self._checkpoint_watch()
+        self._reserve.take()  # room to end the run cleanly if the job fills the disk
         execution = executor.start(request, handle)
         skipped = list(execution.mounts_skipped)
         if skipped:
@@ -456,6 +467,7 @@ class Controller:
         # it) and closes together with the run's next state, so a failed write never leaves a
         # live run whose attempt ended; billing still ends when the job did.
         self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
+        self._reserve.release()
         self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else "")
                       + (f": {result.detail}" if result.outcome is Outcome.NO_CAPACITY else ""))  # fmt: skip
         if stop_reason is not None:
@@ -486,6 +498,7 @@ class Controller:
         next_tick = (attempt_started if attempt_started is not None else self.d.clock()) + self.d.placement_tick_s
         capacity = self._placement.capacity() if self._placement is not None else ()
         waiting_for = None
+        next_space = self.d.clock()
         while True:
             result: ExecResult | None = execution.wait(self.d.poll_interval_s)
             if getattr(execution, "waiting_for", None) != waiting_for:  # e.g. a Slurm job queued behind others
@@ -493,6 +506,11 @@ class Controller:
                 if waiting_for:
                     self.led.add_event(self.job.run_id, "waiting", {"for": waiting_for}, attempt_id=attempt_id)
                     self.d.notify(f"waiting: {waiting_for}; gives up after {self.d.max_wait_s / 60:.0f} min queued (launcher: max_wait); Ctrl-C cancels")
+            if self.d.clock() >= next_space:  # a log that cannot be written ends the run (disk_space.py)
+                next_space = self.d.clock() + SPACE_POLL_S
+                full = log_space_error(self.job.run_dir)
+                if full is not None:
+                    raise full
             if result is not None:
                 if run_started is not None:
                     self._work_s += max(0.0, self.d.clock() - run_started)
@@ -660,6 +678,30 @@ class Controller:
             self._state = rec.state
         except ConflictError:
             self._state = self.led.get_run(self.job.run_id).state
+
+    def _end_for_disk_full(self, full: DiskFullError) -> bool:
+        """End the run FAILED (disk_full) after a full disk: with the reserve's room, stop the
+        job, close its attempt, tear its cluster down. False when even that could not be written
+        (the run then stays for `launch --resume`, `down` or `doctor` once there is room)."""
+        from launcher.controller.cleanup import abandon_open_attempts
+        from launcher.executors.local import kill_recorded_processes
+
+        self.d.notify(f"{full.message}; ending the run")
+        try:
+            kill_recorded_processes(self.job.run_dir, grace_s=5.0, run_id=self.job.run_id)  # it would eat the room freed next
+        finally:
+            self._reserve.release()
+        try:
+            abandon_open_attempts(self.led, self.job.run_id, self.job.run_dir, self.d.provider_for, reason=EndReason.DISK_FULL)
+            state = self.led.get_run(self.job.run_id).state
+            if not is_terminal(state):
+                with self.led.transaction():
+                    self.led.add_event(self.job.run_id, EndReason.DISK_FULL, {"error": full.message})
+                    self.led.set_run_state(self.job.run_id, RunState.FAILED, reason=EndReason.DISK_FULL, expected_from=state)
+            self._state = self.led.get_run(self.job.run_id).state
+        except Exception:
+            return False
+        return True
 
     def _fail(self, reason: str, detail: str, *, exit_code: int | None = None, ending: _AttemptEnd | None = None) -> None:
         data = {"detail": detail}

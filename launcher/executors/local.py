@@ -25,6 +25,7 @@ detail. With no container runtime installed the job runs on the host and the res
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -177,7 +178,13 @@ def _await_strays_gone(strays: dict[int, int | None], timeout_s: float) -> None:
 def write_procs_file(run_dir: Path, data: dict) -> None:
     """The job's process ids, for a later command to stop them after a controller crash. Replaced
     atomically but not fsynced: process ids mean nothing after a power loss."""
-    atomic_write_text(run_dir / PROCS_FILE, json.dumps(data), durable=False)
+    try:
+        atomic_write_text(run_dir / PROCS_FILE, json.dumps(data), durable=False)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # A full disk: the ids stay in memory (the live controller stops the job); the cgroup and
+        # LAUNCHER_RUN_ID still find the job after a crash.
 
 
 def kill_recorded_processes(run_dir: Path, grace_s: float = DEFAULT_GRACE_SECONDS, *, run_id: str | None = None) -> list[int]:

@@ -55,6 +55,7 @@ class EndReason(StrEnum):
     BUDGET_STOP = "budget_stop"
     ABANDONED = "abandoned"  # found open after a controller crash and closed by cleanup
     MOVED = "moved"  # the placement policy moved the job elsewhere (it checkpointed and stopped)
+    DISK_FULL = "disk_full"  # the disk holding the run (its logs, the ledger) filled up: the run ended
 
 
 class EventKind(StrEnum):

@@ -76,8 +76,12 @@ class Ledger(CostQueries, InfraRecords):
                 raise NotFoundError(f"no run {run_id!r} in the ledger")
             return run_from_row(row, self._tags(c, "run", [run_id]).get(run_id))
 
-    def find_run(self, prefix: str) -> RunRecord:
+    def find_run(self, prefix: str, *, projects: Collection[str] | None = None) -> RunRecord:
         """The run whose id is `prefix` or starts with it (also matches a unique run name).
+
+        `projects`: prefixes and names match only runs of these projects (None: every project),
+        so neither an ambiguity nor a "did you mean" names another project's run. A whole run id
+        always finds its run (the caller checks access to it).
 
         Raises NotFoundError when none matches, BadInputError (listing candidates) when several do.
         """
@@ -85,19 +89,20 @@ class Ledger(CostQueries, InfraRecords):
         if not prefix:
             raise BadInputError("empty run id")
         r = m.runs.c
+        scope = [] if projects is None else [r.project.in_(sorted(projects))]
         with self._read() as c:
             exact = c.execute(select(r.run_id).where(r.run_id == prefix)).first()
             if exact is not None:
                 return self.get_run(exact.run_id)
             q = (
                 select(r.run_id, r.name)
-                .where(or_(r.run_id.startswith(prefix, autoescape=True), r.name == prefix))
+                .where(or_(r.run_id.startswith(prefix, autoescape=True), r.name == prefix), *scope)
                 .order_by(r.created_at.desc())
                 .limit(6)
             )
             hits = c.execute(q).all()
             if not hits:
-                recent = c.execute(select(r.run_id).order_by(r.created_at.desc()).limit(50)).scalars()
+                recent = c.execute(select(r.run_id).where(*scope).order_by(r.created_at.desc()).limit(50)).scalars()
                 raise NotFoundError(f"no run matches {prefix!r}", hint=did_you_mean(prefix, recent))
         if len(hits) > 1:
             shown = ", ".join(f"{h.run_id} ({h.name})" for h in hits[:5])

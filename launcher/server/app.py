@@ -96,8 +96,8 @@ def create_app(ledger, *, metrics: Callable[[], bytes] | None = None, local_jobs
             raise BadInputError("the request body is not JSON") from None
 
     def _run(run_ref: str, principal: Principal, role: str):
-        try:
-            run = ledger.find_run(run_ref)
+        try:  # a prefix or name matches only the caller's projects: an ambiguity lists no other project's run
+            run = ledger.find_run(run_ref, projects=principal.visible_projects())
         except NotFoundError as e:  # its did-you-mean hint would name other projects' runs
             raise NotFoundError(e.message) from None
         principal.require(role, run.project)

@@ -200,3 +200,30 @@ def test_member_cancels_a_running_run_through_the_server(team, tmp_path) -> None
     detail = api(team, "GET", f"/api/v1/runs/{run_id}", team["tokens"]["alice"]).json()
     assert detail["state"] == "cancelled" and [a["end_reason"] for a in detail["attempt_rows"]] == ["cancelled"]
     assert team["server"].proc.poll() is None  # the replica was not signalled
+
+
+def test_ambiguous_prefix_never_names_another_projects_run(team) -> None:
+    """A prefix that matches runs of several projects resolves within the caller's projects only:
+    bob (B) gets his run, alice (A) an answer that names none of B's runs, by id or by name."""
+    env_b = {**team["env"], "LAUNCHER_SERVER": team["server"].url, "LAUNCHER_TOKEN": team["tokens"]["bob"]}
+    r = run_cli_env("launch", str(team["specs"]["B"]), "--submit", "--yes", "--cheapest", "--cloud", "local", env=env_b)
+    assert r.returncode == 0, r.stderr
+    run_b, run_a = r.stdout.strip(), team["run_id"]
+    common = next(i for i, (x, y) in enumerate(zip(run_a, run_b)) if x != y)
+    prefix = run_a[: max(2, common)]
+    assert run_b.startswith(prefix) and run_a.startswith(prefix)
+    alice, bob = team["tokens"]["alice"], team["tokens"]["bob"]
+    r = api(team, "GET", f"/api/v1/runs/{prefix}", alice)
+    assert r.status_code in (200, 400), r.text
+    assert run_b not in r.text and "hello-B" not in r.text
+    if r.status_code == 200:
+        assert r.json()["run_id"] != run_b
+    r = api(team, "GET", f"/api/v1/runs/{prefix}", bob)
+    assert r.status_code == 200 and r.json()["run_id"] == run_b and run_a not in r.text
+    # The same through the real CLI (`runs show` goes to the server)
+    env_a = {**team["env"], "LAUNCHER_SERVER": team["server"].url, "LAUNCHER_TOKEN": alice}
+    r = run_cli_env("runs", "show", prefix, env=env_a)
+    assert run_b not in r.stdout + r.stderr and "hello-B" not in r.stdout + r.stderr
+    # a name of B's run is not found for alice (and not hinted at)
+    r = api(team, "GET", "/api/v1/runs/hello-B", alice)
+    assert r.status_code == 404 and run_b not in r.text
