@@ -32,6 +32,8 @@ HOST_NAMES = frozenset(
         "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
         "PYTHONPATH",  # `python` in a job is the launcher's interpreter: same module search path
         "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+        # the job-side checkpoint helpers' settings (launcher.checkpoint.notice): URLs and a pace, no secret
+        "LAUNCHER_PREEMPTION_POLL_S", "LAUNCHER_AWS_METADATA_URL", "LAUNCHER_GCP_METADATA_URL",
     }
 )  # fmt: skip
 HOST_PREFIXES = ("LC_",)  # locale categories
