@@ -220,9 +220,9 @@ def test_ambiguous_prefix_never_names_another_projects_run(team) -> None:
         assert r.json()["run_id"] != run_b
     r = api(team, "GET", f"/api/v1/runs/{prefix}", bob)
     assert r.status_code == 200 and r.json()["run_id"] == run_b and run_a not in r.text
-    # The same through the real CLI (`runs show` goes to the server)
+    # The same through the real CLI (`logs` asks the server)
     env_a = {**team["env"], "LAUNCHER_SERVER": team["server"].url, "LAUNCHER_TOKEN": alice}
-    r = run_cli_env("runs", "show", prefix, env=env_a)
+    r = run_cli_env("logs", prefix, env=env_a)
     assert run_b not in r.stdout + r.stderr and "hello-B" not in r.stdout + r.stderr
     # a name of B's run is not found for alice (and not hinted at)
     r = api(team, "GET", "/api/v1/runs/hello-B", alice)
