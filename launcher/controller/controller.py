@@ -207,6 +207,7 @@ class Controller:
                 pass
             raise
         finally:
+            self._reserve.release()
             if self.d.observer is not None:
                 self._tell_observer_ended()
         return self._result()
