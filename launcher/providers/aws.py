@@ -362,60 +362,91 @@ class AwsProvider(Provider):
         return self.idle_signals_many([instance], window_minutes)[instance.instance_id]
 
     def idle_signals_many(self, instances: Sequence[InstanceInfo], window_minutes: int) -> dict[str, IdleSignals]:
-        """Average CPU and GPU utilization over the window, batched per region (500 queries a call).
+        """CPU and GPU utilization over the window, batched per region (500 queries a call).
 
-        GPU: the busiest GPU's average (one busy GPU means the machine is busy). None where the
-        CloudWatch agent publishes no nvidia_smi metrics."""
-        end = self.clock()
-        start = end - timedelta(minutes=window_minutes)
-        period = 60 if window_minutes <= 180 else 300
+        Each metric is asked at the period it really has (CPU: 300 s basic monitoring, 60 s
+        detailed; the agent's GPU series at 60 s, then taken at the spacing of its points), with
+        Average for the level and Maximum for "was it ever busy"; coverage is counted in time
+        (launcher.providers.metric_window). GPU: the busiest GPU per period; None where the
+        CloudWatch agent publishes no nvidia_smi metrics. A region whose calls fail (after
+        botocore's bounded retries) or answer only partly gives its instances `error`: unknown."""
+        from launcher.providers.metric_window import LATE_ALLOWANCE
+
+        asked_until = self.clock()
+        window = timedelta(minutes=window_minutes)
+        start = _floor(asked_until - window - LATE_ALLOWANCE, 300)
+        end = _floor(asked_until, 60) + timedelta(seconds=60)
         by_region: dict[str, list[InstanceInfo]] = {}
         for inst in instances:
             by_region.setdefault(inst.region, []).append(inst)
         result: dict[str, IdleSignals] = {}
         for region, insts in by_region.items():
-            result.update(self._idle_region(region, insts, start, end, period))
+            try:
+                result.update(self._idle_region(region, insts, start, end, asked_until, window))
+            except ProviderError as e:  # one region's monitoring failing never hides the others
+                result.update({i.instance_id: IdleSignals(None, None, error=e.message) for i in insts})
         return result
 
-    def _idle_region(self, region, insts, start, end, period) -> dict[str, IdleSignals]:
+    def _idle_region(self, region, insts, start, end, asked_until, window) -> dict[str, IdleSignals]:
+        from launcher.providers import metric_window as mw
+
+        long_window = window > timedelta(minutes=180)  # 60 s points over days: too many to read
         cw = self.client("cloudwatch", region)
         gpu_series = self._gpu_series(cw, {i.instance_id for i in insts})
         queries: list[dict] = []
-        owner: dict[str, tuple[str, str]] = {}  # query id -> (instance id, "cpu"|"gpu")
+        owner: dict[str, tuple[str, str, int]] = {}  # query id prefix -> (instance id, "cpu"|"gpu", period)
         for n, inst in enumerate(insts):
-            qid = f"c{n}"
-            queries.append(_metric_query(qid, CPU_NAMESPACE, CPU_METRIC, [("InstanceId", inst.instance_id)], period))
-            owner[qid] = (inst.instance_id, "cpu")
-            for m, dims in enumerate(gpu_series.get(inst.instance_id, ())):
-                qid = f"g{n}_{m}"
-                queries.append(_metric_query(qid, GPU_NAMESPACE, GPU_METRIC, dims, period))
-                owner[qid] = (inst.instance_id, "gpu")
-        values: dict[str, list[float]] = {q["Id"]: [] for q in queries}
+            period = inst.metrics_period_s or 300
+            period = max(period, 300) if long_window else period
+            series = [("c", CPU_NAMESPACE, CPU_METRIC, [("InstanceId", inst.instance_id)], "cpu", period)]
+            gpu_period = 300 if long_window else 60
+            series += [(f"g{m}_", GPU_NAMESPACE, GPU_METRIC, dims, "gpu", gpu_period)
+                       for m, dims in enumerate(gpu_series.get(inst.instance_id, ()))]
+            for prefix, ns, metric, dims, kind, p in series:
+                key = f"{prefix}{n}"
+                owner[key] = (inst.instance_id, kind, p)
+                queries += [_metric_query(f"{key}a", ns, metric, dims, p, "Average"),
+                            _metric_query(f"{key}m", ns, metric, dims, p, "Maximum")]
+        answers: dict[str, dict[datetime, float]] = {q["Id"]: {} for q in queries}
+        status: dict[str, str] = {}
         step = self.max_queries_per_call
         for i in range(0, len(queries), step):
             batch = queries[i : i + step]
             kwargs = {"MetricDataQueries": batch, "StartTime": start, "EndTime": end}
-            self._api(lambda: _collect_metric_data(cw, kwargs, values))
-        cpu: dict[str, list[float]] = {}
-        gpu: dict[str, list[list[float]]] = {}
-        for qid, vs in values.items():
-            iid, kind = owner[qid]
+            self._api(lambda: _collect_metric_data(cw, kwargs, answers, status))
+        cpu: dict[str, list] = {}
+        gpu: dict[str, list[list]] = {}
+        failed: dict[str, str] = {}
+        for key, (iid, kind, asked_s) in owner.items():
+            bad = [f"{status[q]}" for q in (f"{key}a", f"{key}m") if status.get(q, "Complete") != "Complete"]
+            if bad:
+                failed.setdefault(iid, f"CloudWatch answered {bad[0]} for {CPU_METRIC if kind == 'cpu' else GPU_METRIC}")
+                continue
+            avg, peak = answers[f"{key}a"], answers[f"{key}m"]
+            period = mw.native_period_s(list(avg), asked_s)
+            points = [mw.point(ts, period, v, peak.get(ts)) for ts, v in sorted(avg.items())]
             if kind == "cpu":
-                cpu.setdefault(iid, []).extend(vs)
+                cpu[iid] = points
             else:
-                gpu.setdefault(iid, []).append(vs)
+                gpu.setdefault(iid, []).append(points)
         out: dict[str, IdleSignals] = {}
-        window_min = (end - start).total_seconds() / 60
         for inst in insts:
-            c = cpu.get(inst.instance_id, [])
-            series = gpu.get(inst.instance_id, [])
-            gpu_avgs = [sum(vs) / len(vs) for vs in series if vs]
-            out[inst.instance_id] = IdleSignals(
-                gpu_utilization_pct=max(gpu_avgs) if gpu_avgs else None,
-                cpu_utilization_pct=sum(c) / len(c) if c else None,
-                samples=len(c) + sum(len(vs) for vs in series),
-                gpu_covered_minutes=min(window_min, max(len(vs) for vs in series) * period / 60) if gpu_avgs else None,
-                cpu_covered_minutes=min(window_min, len(c) * period / 60) if c else None,
+            iid = inst.instance_id
+            if iid in failed:
+                out[iid] = IdleSignals(None, None, error=failed[iid])
+                continue
+            c = cpu.get(iid, [])
+            g = mw.merge_busiest(gpu.get(iid, []))
+            c_level, c_min, c_cov = mw.summarize(c, asked_until=asked_until, window=window)
+            g_level, g_min, g_cov = mw.summarize(g, asked_until=asked_until, window=window)
+            out[iid] = IdleSignals(
+                gpu_utilization_pct=g_level,
+                cpu_utilization_pct=c_level,
+                samples=len(c) + sum(len(vs) for vs in gpu.get(iid, [])),
+                gpu_covered_minutes=g_min if g_cov else None,
+                cpu_covered_minutes=c_min if c_cov else None,
+                gpu_coverage=g_cov,
+                cpu_coverage=c_cov,
             )
         return out
 
@@ -442,7 +473,12 @@ class AwsProvider(Provider):
         return out
 
 
-def _metric_query(qid: str, namespace: str, metric: str, dims: list[tuple[str, str]], period: int) -> dict:
+def _floor(ts: datetime, step_s: int) -> datetime:
+    epoch = int(ts.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % step_s, tz=UTC)
+
+
+def _metric_query(qid: str, namespace: str, metric: str, dims: list[tuple[str, str]], period: int, stat: str) -> dict:
     return {
         "Id": qid,
         "MetricStat": {
@@ -452,18 +488,24 @@ def _metric_query(qid: str, namespace: str, metric: str, dims: list[tuple[str, s
                 "Dimensions": [{"Name": k, "Value": v} for k, v in dims],
             },
             "Period": period,
-            "Stat": "Average",
+            "Stat": stat,
         },
         "ReturnData": True,
     }
 
 
-def _collect_metric_data(cw, kwargs: dict, values: dict[str, list[float]]) -> None:
+def _collect_metric_data(cw, kwargs: dict, answers: dict[str, dict[datetime, float]], status: dict[str, str]) -> None:
+    """All pages of one GetMetricData call. A result's StatusCode is PartialData while more pages
+    follow; what is not Complete once the pages end (InternalError, Forbidden, PartialData
+    without a next page) is recorded, and that instance's signals are unknown."""
     token = None
     while True:
         resp = cw.get_metric_data(**kwargs, **({"NextToken": token} if token else {}))
         for r in resp["MetricDataResults"]:
-            values[r["Id"]].extend(r.get("Values", []))
+            got = answers[r["Id"]]
+            for ts, v in zip(r.get("Timestamps", []), r.get("Values", []), strict=False):
+                got[ts.astimezone(UTC)] = float(v)
+            status[r["Id"]] = r.get("StatusCode", "Complete")
         token = resp.get("NextToken")
         if not token:
             return
@@ -483,4 +525,5 @@ def _to_info(inst: dict, region: str) -> InstanceInfo:
         spot=inst.get("InstanceLifecycle") == "spot",
         tags=tags,
         launched_at=inst.get("LaunchTime"),
+        metrics_period_s=60 if inst.get("Monitoring", {}).get("State") == "enabled" else 300,
     )

@@ -68,22 +68,57 @@ class InstanceInfo:
     state: str  # normalized: pending | running | stopping | stopped | terminated
     spot: bool
     tags: dict[str, str]
-    launched_at: datetime | None = None
+    launched_at: datetime | None = None  # the cloud's own record (LaunchTime, creationTimestamp)
     hourly_price_usd: float | None = None
+    metrics_period_s: int | None = None  # the hypervisor metrics' period (EC2: 300 basic, 60 detailed)
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    """One monitoring datapoint: it stands for [start, start + period_s)."""
+
+    start: datetime
+    period_s: int
+    mean: float  # the period's Average (percent)
+    peak: float  # the period's Maximum (percent)
+
+
+@dataclass(frozen=True)
+class MetricCoverage:
+    """Which part of the window a series covers (launcher.providers.metric_window): the judged
+    window ends with the newest delivered point when it is only late (within the allowance)."""
+
+    period_s: int  # the series' real period (the longest seen)
+    window_start: datetime
+    window_end: datetime
+    gaps: tuple[tuple[datetime, datetime], ...]  # parts of the judged window without data
+    peak_pct: float | None  # highest Maximum since window_start (busy once is busy)
+    peak_at: datetime | None
+    asked_until: datetime = field(compare=False)  # the end asked for (the provider's clock)
+
+    @property
+    def undelivered(self) -> tuple[datetime, datetime] | None:
+        """The newest minutes not delivered yet (late), not counted either way."""
+        return (self.window_end, self.asked_until) if self.asked_until > self.window_end else None
 
 
 @dataclass(frozen=True)
 class IdleSignals:
     """Utilization over a window; None = not published / unknown.
 
-    `*_covered_minutes`: how much of the asked window the figure really covers (datapoints x
-    period, or the job's age); None = unknown, which is never idle evidence."""
+    `*_covered_minutes`: how much of the asked window the figure really covers (the periods of the
+    datapoints laid end to end, or the job's age); None = unknown, which is never idle evidence.
+    `*_coverage`: where the figure came from a monitoring series, its gaps and peak.
+    `error`: the signals could not be read for this instance (after bounded retries): unknown."""
 
     gpu_utilization_pct: float | None
     cpu_utilization_pct: float | None
     samples: int = 0
     gpu_covered_minutes: float | None = None
     cpu_covered_minutes: float | None = None
+    gpu_coverage: MetricCoverage | None = None
+    cpu_coverage: MetricCoverage | None = None
+    error: str | None = None
 
 
 class Provider(abc.ABC):

@@ -349,33 +349,57 @@ class GcpProvider(Provider):
         return self.idle_signals_many([instance], window_minutes)[instance.instance_id]
 
     def idle_signals_many(self, instances, window_minutes: int) -> dict[str, IdleSignals]:
-        """Mean CPU and busiest-GPU utilization per instance over the window; None = no data."""
+        """CPU and busiest-GPU utilization per instance over the window, aligned by Cloud
+        Monitoring at 60 s (ALIGN_MEAN for the level, ALIGN_MAX for "was it ever busy"); coverage
+        counted in time (launcher.providers.metric_window). None = no data. A failing query
+        (after api_core's bounded retries) leaves every instance's signals unknown (`error`)."""
         from launcher.providers import gcp_monitoring as mon
+        from launcher.providers import metric_window as mw
 
-        end = self.clock()
-        start = end - timedelta(minutes=window_minutes)
+        asked_until = self.clock()
+        window = timedelta(minutes=window_minutes)
         period = 60 if window_minutes <= 180 else 300
+        # Alignment periods end at the interval's end: a whole minute keeps them on the minute.
+        until = datetime.fromtimestamp(int(asked_until.timestamp()) // period * period, tz=UTC)
+        start = until - window - mw.LATE_ALLOWANCE
         endpoint = self.monitoring_endpoint or mon.DEFAULT_ENDPOINT
         retry = self._retry()
 
-        def query(metric: str):
+        def query(metric: str, aligner: str):
             project = self.project
             return self._call(
-                retry(lambda: mon.series_means(self._get_json, endpoint, project, metric, start, end, period))
+                retry(lambda: mon.aligned_series(self._get_json, endpoint, project, metric, start, until, period, aligner))
             )
 
-        cpu, gpu = query(mon.CPU_METRIC), query(mon.GPU_METRIC)
+        def points(metric: str, scale: float) -> dict[str, list[list]]:
+            mean, peak = query(metric, "ALIGN_MEAN"), query(metric, "ALIGN_MAX")
+            out: dict[str, list[list]] = {}
+            for (nid, labels), values in mean.items():
+                highs = peak.get((nid, labels), {})
+                out.setdefault(nid, []).append([
+                    mw.point(end - timedelta(seconds=period), period, v * scale, highs.get(end, v) * scale)
+                    for end, v in sorted(values.items())
+                ])
+            return out
+
+        try:
+            cpu, gpu = points(mon.CPU_METRIC, 100.0), points(mon.GPU_METRIC, 1.0)  # CPU is a fraction
+        except ProviderError as e:
+            return {i.instance_id: IdleSignals(None, None, error=e.message) for i in instances}
         out: dict[str, IdleSignals] = {}
         for inst in instances:
             nid = self._numeric_id(inst)
-            c, g = cpu.get(nid, []), gpu.get(nid, [])
-            cpu_pct = 100.0 * sum(m for m, _ in c) / len(c) if c else None
+            c, g = mw.merge_busiest(cpu.get(nid, [])), mw.merge_busiest(gpu.get(nid, []))
+            c_level, c_min, c_cov = mw.summarize(c, asked_until=asked_until, window=window)
+            g_level, g_min, g_cov = mw.summarize(g, asked_until=asked_until, window=window)
             out[inst.instance_id] = IdleSignals(
-                gpu_utilization_pct=max(m for m, _ in g) if g else None,
-                cpu_utilization_pct=cpu_pct,
-                samples=sum(n for _, n in c) + sum(n for _, n in g),
-                gpu_covered_minutes=min(window_minutes, max(n for _, n in g) * period / 60) if g else None,
-                cpu_covered_minutes=min(window_minutes, max(n for _, n in c) * period / 60) if c else None,
+                gpu_utilization_pct=g_level,
+                cpu_utilization_pct=c_level,
+                samples=len(c) + sum(len(s) for s in gpu.get(nid, [])),
+                gpu_covered_minutes=g_min if g_cov else None,
+                cpu_covered_minutes=c_min if c_cov else None,
+                gpu_coverage=g_cov,
+                cpu_coverage=c_cov,
             )
         return out
 

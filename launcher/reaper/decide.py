@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from launcher.providers.base import MANAGED_BY_TAG, MANAGED_BY_VALUE
-from launcher.reaper.filters import Observation, Verdict, evaluate_all
+from launcher.reaper.filters import Observation, Verdict, evaluate_all, parse_tag_time
 from launcher.reaper.policy import ProjectPolicy
 
 MARK_TAG = "reap-marked-at"
@@ -51,19 +51,7 @@ def parse_mark(value: str | None) -> datetime | None:
 
 def parse_expiry(value: str | None) -> datetime | None:
     """`expires-at` as written by infra/tags.py: ISO 8601, or the GCP-label form."""
-    if not value:
-        return None
-    for parse in (
-        lambda v: datetime.fromisoformat(v.replace("Z", "+00:00")),
-        lambda v: datetime.strptime(v.lower(), "%Y-%m-%dt%H-%M-%Sz").replace(tzinfo=UTC),
-        lambda v: datetime.strptime(v, MARK_FORMAT).replace(tzinfo=UTC),
-    ):
-        try:
-            dt = parse(value)
-            return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
+    return parse_tag_time(value)
 
 
 def decide(obs: Observation, policy: ProjectPolicy, now: datetime) -> ReapDecision:

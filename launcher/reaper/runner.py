@@ -184,6 +184,8 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
             signals = with_retries(lambda: provider.idle_signals(inst, proj_policy.idle.window_minutes), **retry_kwargs)
         except Exception as e:  # noqa: BLE001
             sig_err = f"{type(e).__name__}: {e}"
+    if signals is not None and signals.error:  # read failed after bounded retries: unknown
+        signals, sig_err = None, signals.error
     obs = Observation(
         instance=inst,
         signals=signals,

@@ -55,8 +55,10 @@ class AwsHarness(Harness):
 
         return boto3.client("ec2", region_name=region)
 
-    def seed(self, place, n, tags, *, spot=True, instance_type=None):
-        kwargs = {}
+    def seed(self, place, n, tags, *, spot=True, instance_type=None, detailed=True):
+        """`detailed`: EC2 detailed monitoring (60 s CPU datapoints, what set_utilization posts);
+        False = basic monitoring, EC2's default (300 s)."""
+        kwargs = {"Monitoring": {"Enabled": detailed}}
         if spot:
             kwargs["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}}
         spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []

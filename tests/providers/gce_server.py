@@ -11,7 +11,8 @@ There is no usable Compute emulator, so tests point the real `google-cloud-compu
   GET    /compute/v1/projects/{p}/zones/{z}/operations/{op}   and  POST .../{op}/wait
   GET    /compute/v1/projects/{p}/zones/{z}/operations        filter (e.g. operationType)
   GET    /v3/projects/{p}/timeSeries     (Cloud Monitoring) filter, interval, pageToken paging;
-         points are returned raw (no server-side alignment)
+         per-series alignment (ALIGN_MEAN / ALIGN_MAX over alignmentPeriod, periods ending at the
+         interval's end, each point stamped with its period's end); raw points without one
 
 Errors use Google's error body ({"error": {"code", "message", "errors": [{"reason"}]}}).
 `fail_next(method, status)` injects API errors (429 for throttling, 503, ...). Unknown filter
@@ -152,6 +153,8 @@ class GceServer:
                 continue
             pts = [p for p in ts["points"]
                    if start <= datetime.fromisoformat(p["interval"]["endTime"].replace("Z", "+00:00")) <= end]
+            if pts and q.get("aggregation.perSeriesAligner"):
+                pts = _align(pts, end, int(q["aggregation.alignmentPeriod"].rstrip("s")), q["aggregation.perSeriesAligner"])
             if pts:
                 matching.append({**_public(ts), "points": pts})
         size = int(q.get("pageSize", 1000))
@@ -299,6 +302,25 @@ class GceServer:
         if start + size < len(matching):
             out["nextPageToken"] = str(start + size)
         return out
+
+
+def _align(points: list[dict], end, period_s: int, aligner: str) -> list[dict]:
+    """Cloud Monitoring's per-series alignment: periods of `period_s` ending at the interval's end
+    time, one point per period that has data, stamped with the period's end (newest first, as
+    the API returns them)."""
+    from datetime import datetime, timedelta
+
+    buckets: dict[int, list[float]] = {}
+    for p in points:
+        at = datetime.fromisoformat(p["interval"]["endTime"].replace("Z", "+00:00"))
+        k = int((end - at).total_seconds() // period_s)  # 0 = the newest period (end - P, end]
+        buckets.setdefault(k, []).append(float(p["value"].get("doubleValue", p["value"].get("int64Value", 0))))
+    fold = {"ALIGN_MEAN": lambda vs: sum(vs) / len(vs), "ALIGN_MAX": max, "ALIGN_MIN": min}[aligner]
+    out = []
+    for k in sorted(buckets):
+        stamp = (end - timedelta(seconds=k * period_s)).isoformat().replace("+00:00", "Z")
+        out.append({"interval": {"startTime": stamp, "endTime": stamp}, "value": {"doubleValue": fold(buckets[k])}})
+    return out
 
 
 def _public(d: dict) -> dict:
