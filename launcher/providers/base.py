@@ -83,6 +83,9 @@ class MetricPoint:
     peak: float  # the period's Maximum (percent)
 
 
+NORMAL_DELAY_S = 300  # monitoring services publish a period within a few minutes of its end
+
+
 @dataclass(frozen=True)
 class MetricCoverage:
     """Which part of the window a series covers (launcher.providers.metric_window): the judged
@@ -98,8 +101,10 @@ class MetricCoverage:
 
     @property
     def undelivered(self) -> tuple[datetime, datetime] | None:
-        """The newest minutes not delivered yet (late), not counted either way."""
-        return (self.window_end, self.asked_until) if self.asked_until > self.window_end else None
+        """The newest minutes not delivered yet (late), not counted either way. The period in
+        progress and the usual publishing delay after it (NORMAL_DELAY_S) are not called late."""
+        late = (self.asked_until - self.window_end).total_seconds() > self.period_s + NORMAL_DELAY_S
+        return (self.window_end, self.asked_until) if late else None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from launcher.providers.base import MetricCoverage, MetricPoint
 # Late data tolerated before the newest minutes count as a gap: CloudWatch publishes a basic
 # (5-minute) point up to about 10 minutes after its period starts; Cloud Monitoring's GCE
 # metrics arrive up to about 4 minutes late (sampled every 60 s, "up to 240 s" of latency).
-LATE_ALLOWANCE = timedelta(minutes=15)
+LATE_ALLOWANCE = timedelta(minutes=20)
 
 
 def point(start: datetime, period_s: int, mean: float, peak: float | None = None) -> MetricPoint:

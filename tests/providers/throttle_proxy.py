@@ -1,10 +1,14 @@
-"""An HTTP proxy in front of moto_server that answers the next N requests with EC2's throttling
-error (moto itself never throttles), so botocore's real retry handling is exercised."""
+"""An HTTP proxy in front of moto_server that answers the next N requests with the service's
+throttling error (moto itself never throttles), so botocore's real retry handling is exercised.
+`only` picks which requests may be throttled (e.g. one region's CloudWatch calls, by the
+credential scope of their signature). EC2 speaks XML (RequestLimitExceeded); CloudWatch, as
+botocore calls it, AWS JSON 1.0 (ThrottlingException): each is answered in kind."""
 
 from __future__ import annotations
 
 import http.client
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
@@ -14,9 +18,14 @@ THROTTLE_BODY = (
 )
 
 
+# AWS JSON 1.0 (CloudWatch as botocore speaks it now): the error type names the throttling.
+THROTTLE_JSON = b'{"__type": "com.amazonaws.cloudwatch#ThrottlingException", "message": "Rate exceeded"}'
+
+
 class ThrottleProxy:
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, only: Callable[[dict[str, str]], bool] | None = None) -> None:
         self.upstream = urlparse(upstream)
+        self.only = only
         self.throttle_next = 0
         self.throttled = 0
         self.forwarded = 0
@@ -28,14 +37,18 @@ class ThrottleProxy:
 
             def _serve(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                chosen = proxy.only is None or proxy.only(dict(self.headers))
                 with proxy._lock:
-                    throttle = proxy.throttle_next > 0
+                    throttle = chosen and proxy.throttle_next > 0
                     if throttle:
                         proxy.throttle_next -= 1
                         proxy.throttled += 1
                     else:
                         proxy.forwarded += 1
-                if throttle:
+                json_protocol = (self.headers.get("Content-Type") or "").startswith("application/x-amz-json")
+                if throttle and json_protocol:
+                    status, headers, data = 400, {"Content-Type": "application/x-amz-json-1.0"}, THROTTLE_JSON
+                elif throttle:
                     status, headers, data = 503, {"Content-Type": "text/xml"}, THROTTLE_BODY
                 else:
                     conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=30)
