@@ -5,10 +5,15 @@ moto_server, against Cloud Custodian (c7n) doing the same with its own mark-then
     .venv/bin/python bench/bench_reap.py [--instances 2000] [--regions 4] [--rounds 3]
 
 Like with like: each tool starts from a freshly seeded, identical moto state (nothing marked;
-managed instances a quarter idle, the rest busy by CPUUtilization, one datapoint a minute over
-the last hour; unmanaged idle ones that neither may touch); both look at the same 60-minute
-window with the same 10% threshold and act on the second pass (grace 0). Rounds interleave the
-tools (A B A B ...); the table gives each tool's median of both passes and the ratio of medians.
+managed instances a quarter idle, the rest busy by CPUUtilization; unmanaged idle ones that
+neither may touch); both look at the same 60-minute window with the same 10% threshold and act on
+the second pass (grace 0). Rounds interleave the tools (A B A B ...); the table gives each tool's
+median of both passes and the ratio of medians.
+
+Metrics as EC2 delivers them by default (basic monitoring): one statistic set per 5 minutes on the
+5-minute grid, over the last 80 minutes. moto_server runs under libfaketime two days behind
+(Debian `faketime`), so every instance's LaunchTime is two days old, as on a real nightly pass
+(the reaper takes age from LaunchTime and never calls a younger machine idle).
 """
 
 from __future__ import annotations
@@ -40,9 +45,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+FAKETIME_LIBS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1")
+PERIOD_S = 300  # EC2 basic monitoring
+HISTORY_POINTS = 16  # 80 minutes: the window plus the reaper's late-data allowance
+
+
 def start_moto() -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lib = next((p for p in FAKETIME_LIBS if Path(p).exists()), None)
+    if lib is None:
+        raise SystemExit("bench_reap needs libfaketime (apt-get install faketime): instances must be two days old")
+    env = {**os.environ, "LD_PRELOAD": lib, "FAKETIME": "-2d", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -73,10 +87,14 @@ def seed(url: str, n: int, regions: list[str], unmanaged_per_region: int) -> dic
                                  TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "project", "Value": "bench"}]}])
         made += [(i["InstanceId"], "unmanaged") for i in resp["Instances"]]
         data = []
+        grid = datetime.fromtimestamp(int(now.timestamp()) // PERIOD_S * PERIOD_S, tz=UTC)
         for iid, kind in made:
             sets[kind].add(iid)
             cpu = 60.0 if kind == "busy" else 1.0
-            data += [{"MetricName": "CPUUtilization", "Dimensions": [{"Name": "InstanceId", "Value": iid}], "Timestamp": now - timedelta(minutes=m), "Value": cpu, "Unit": "Percent"} for m in range(1, 60)]
+            stat = {"SampleCount": 5.0, "Sum": 5 * cpu, "Minimum": cpu, "Maximum": cpu}
+            data += [{"MetricName": "CPUUtilization", "Dimensions": [{"Name": "InstanceId", "Value": iid}],
+                      "Timestamp": grid - timedelta(seconds=PERIOD_S * k), "StatisticValues": stat, "Unit": "Percent"}
+                     for k in range(1, HISTORY_POINTS + 1)]
         for i in range(0, len(data), 500):
             cw.put_metric_data(Namespace="AWS/EC2", MetricData=data[i : i + 500])
     return sets
@@ -169,7 +187,8 @@ def main() -> None:
     finally:
         proc.terminate()
     print(f"\nMark-then-act over {a.instances} managed instances in {len(regions)} regions on moto "
-          f"(+{a.unmanaged_per_region * len(regions)} unmanaged), {WINDOW_MIN}-min window, {a.rounds} interleaved rounds\n")
+          f"(+{a.unmanaged_per_region * len(regions)} unmanaged), {WINDOW_MIN}-min window, 5-minute datapoints, "
+          f"{a.rounds} interleaved rounds\n")
     hdr = f"{'tool':24} {'round':>5} {'wall s':>8} {'expected':>9} {'terminated ok':>14} {'missed':>7} {'wrong':>6} {'unmanaged hit':>14}  status"
     print(hdr)
     print("-" * len(hdr))
