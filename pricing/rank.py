@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pricing.errors import NoOfferError, PricingInputError, UnknownNameError
+from pricing.expected_cost import expected_cost_usd
 from pricing.gpus import gpu_family
 from pricing.models import Offer, OfferQuery, ScoredOffer
 from pricing.no_offer import explain_no_offer
@@ -92,6 +93,34 @@ def expected_time(
     )
 
 
+def score_offer(offer: Offer, hazard_per_hour: float, interruption_band: str, query: OfferQuery) -> ScoredOffer:
+    """One offer from outside the catalog (a declared cluster) scored by the same model."""
+    et = expected_time(
+        hazard_per_hour,
+        query.work_hours,
+        checkpoint_hours=None if query.checkpoint_minutes is None else query.checkpoint_minutes / 60.0,
+        checkpoint_cost_hours=query.checkpoint_cost_minutes / 60.0,
+        restart_hours=query.restart_overhead_minutes / 60.0,
+    )
+    hours = float(et.expected_hours[0])
+    tau = float(et.checkpoint_hours[0])
+    return ScoredOffer(
+        offer=offer,
+        rank=0,
+        hazard_per_hour=hazard_per_hour,
+        interruption_band=interruption_band,
+        checkpoint_minutes=tau * 60.0 if math.isfinite(tau) else None,
+        expected_hours=hours,
+        expected_cost_usd=expected_cost_usd(offer.price_usd_per_hour, hours),
+        parts={
+            "work_hours": float(et.work[0]),
+            "checkpoint_hours": float(et.checkpoints[0]),
+            "lost_work_hours": float(et.lost_work[0]),
+            "restart_hours": float(et.restarts[0]),
+        },
+    )
+
+
 @dataclass(frozen=True)
 class RankReport:
     """The ranked offers and why others were left out."""
@@ -138,7 +167,7 @@ def _score(table: OfferTable, rows: np.ndarray, query: OfferQuery, limit: int | 
         restart_hours=query.restart_overhead_minutes / 60.0,
     )
     price = table.floats["price_usd_per_hour"][rows]
-    cost = price * t.expected_hours
+    cost = expected_cost_usd(price, t.expected_hours)
     primary = np.round(cost, 9)
     pick = np.arange(len(rows))
     late = 0

@@ -76,37 +76,14 @@ def misfit(entry: ClusterEntry, q: OfferQuery) -> str | None:
 
 
 def score(entry: ClusterEntry, q: OfferQuery) -> ScoredOffer:
-    """Expected time and cost to finish q.work_hours on one node of the cluster (same model as
-    pricing.rank: Poisson interruptions, restart from the last checkpoint)."""
-    from pricing.rank import expected_time
+    """Expected time and cost to finish q.work_hours on one node of the cluster (pricing.rank's
+    model: Poisson interruptions, restart from the last checkpoint)."""
+    from pricing.rank import score_offer
     from pricing.risk import FALLBACK_DEFAULT
 
     hazard = FALLBACK_DEFAULT if entry.preemptible else 0.0
-    et = expected_time(
-        hazard,
-        q.work_hours,
-        checkpoint_hours=q.checkpoint_minutes / 60.0 if q.checkpoint_minutes else None,
-        checkpoint_cost_hours=q.checkpoint_cost_minutes / 60.0,
-        restart_hours=q.restart_overhead_minutes / 60.0,
-    )
-    hours = float(et.expected_hours[0])
-    tau = float(et.checkpoint_hours[0])
-    offer = offer_for(entry)
-    return ScoredOffer(
-        offer=offer,
-        rank=0,
-        hazard_per_hour=hazard,
-        interruption_band="preemptible" if entry.preemptible else "not preemptible",
-        checkpoint_minutes=tau * 60.0 if tau != float("inf") else None,
-        expected_hours=hours,
-        expected_cost_usd=round(offer.price_usd_per_hour * hours, 6),
-        parts={
-            "work_hours": float(et.work[0]),
-            "checkpoint_hours": float(et.checkpoints[0]),
-            "lost_work_hours": float(et.lost_work[0]),
-            "restart_hours": float(et.restarts[0]),
-        },
-    )
+    band = "preemptible" if entry.preemptible else "not preemptible"
+    return score_offer(offer_for(entry), hazard, band, q)
 
 
 def scored_offers(clusters: ClustersFile, q: OfferQuery, reachable: Mapping[str, Reachability] | None = None) -> list[ScoredOffer]:

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import numpy as np
 import pandas as pd
 
-from launcher.ledger.storage_price import DEFAULT_STORAGE_USD_PER_GB_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
+from launcher.cost.window import Window
+from launcher.cost.storage import DEFAULT_STORAGE_USD_PER_GB_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
 
 
 @dataclass(frozen=True)
@@ -286,18 +286,15 @@ def bucket_first(rows: np.ndarray, bucket: np.ndarray) -> np.ndarray:
     return bucket[idx]
 
 
-def compute_cost_in_window(
-    attempts: pd.DataFrame, prices: pd.DataFrame | None, as_of: float, since: datetime | None, until: datetime | None
-) -> float:
-    """Compute cost (USD) of `attempts` (the bulk reader's frame) inside [since, until); open
+def compute_cost_in_window(attempts: pd.DataFrame, prices: pd.DataFrame | None, as_of: float, window: Window) -> float:
+    """Compute cost (USD) of `attempts` (the bulk reader's frame) inside the window; open
     bounds as a report closes them (the first start; the clock or the last bill end)."""
     if len(attempts) == 0:
         return 0.0
     facts = EventFacts.empty() if prices is None else EventFacts(checkpoints=EventFacts.empty().checkpoints, prices=prices)
     iv = attempt_intervals(attempts.reset_index(drop=True), facts, as_of)
-    lo = since.timestamp() if since is not None else float(iv["start"].min())
-    hi = until.timestamp() if until is not None else max(as_of, float(iv["bill_end"].max()))
-    edges = np.array([lo, max(hi, lo)], dtype="float64")
+    lo, hi = window.bounds_s(first_s=float(iv["start"].min()), last_s=max(as_of, float(iv["bill_end"].max())))
+    edges = np.array([lo, hi], dtype="float64")
     _, _, m = compute_segments(iv, attempts.reset_index(drop=True), edges, np.zeros(len(attempts)), facts.prices)
     return float(m["x_ComputeCost"].sum())
 

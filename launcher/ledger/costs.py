@@ -4,19 +4,13 @@ one definition shared with reports) and the burn rate of open attempts."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection, and_, func, select, true
 
+from launcher.cost.window import Window
 from launcher.ledger import models as m
 from launcher.ledger.base import LedgerBase
-
-
-@dataclass(frozen=True)
-class _Span:
-    since: datetime | None
-    until: datetime | None
 
 
 def _all_free(conn: Connection, where: ColumnElement[bool]) -> bool:
@@ -55,9 +49,9 @@ class CostQueries(LedgerBase):
             from launcher.ledger.attempt_cost import compute_cost_in_window
             from launcher.ledger.readers import read_attempts, read_prices
 
-            attempts = read_attempts(c, _Span(since, until), (), False, with_ids=True, where=and_(true(), *conds))
+            attempts = read_attempts(c, Window(since, until), (), False, with_ids=True, where=and_(true(), *conds))
             prices = read_prices(c, attempt_ids=attempts["attempt_id"].tolist()) if len(attempts) else None
-        return compute_cost_in_window(attempts, prices, now.timestamp(), since, until)
+        return compute_cost_in_window(attempts, prices, now.timestamp(), Window(since, until))
 
     def attempt_costs_usd(self, run_id: str, *, now: datetime | None = None) -> dict[str, float]:
         """Each attempt of a run: its whole cost so far, as spend_usd and reports count it
@@ -69,7 +63,7 @@ class CostQueries(LedgerBase):
             from launcher.ledger.attempt_cost import attempt_costs
             from launcher.ledger.readers import read_attempts, read_prices
 
-            attempts = read_attempts(c, _Span(None, None), (), False, with_ids=True, where=m.attempts.c.run_id == run_id)
+            attempts = read_attempts(c, Window(), (), False, with_ids=True, where=m.attempts.c.run_id == run_id)
             prices = read_prices(c, attempt_ids=attempts["attempt_id"].tolist()) if len(attempts) else None
         return attempt_costs(attempts, prices, (now or self._now()).timestamp())
 

@@ -6,7 +6,7 @@ joins, and the DBAPI rows become numpy columns without per-row processing. NULL 
 back as -1 (no time, price or duration is negative) so a numeric column converts in C. Times
 are float epoch seconds UTC.
 
-A `window` is any object with `since` and `until` (timezone-aware datetimes or None).
+A `window` is a launcher.cost.window.Window (timezone-aware datetimes or None at either end).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pandas as pd
 from sqlalchemy import and_, case, func, literal, or_, select, true
 from sqlalchemy.sql.selectable import SelectBase
 
+from launcher.cost.window import Window
 from launcher.ledger import arrow_fetch
 from launcher.ledger import models as m
 from launcher.ledger.records import PREEMPTED_REASONS
@@ -151,7 +152,7 @@ def _fetch(conn: Any, stmt: Any) -> list[tuple]:
         result.close()
 
 
-def _attempt_window(a: Any, window: Any) -> Any:
+def _attempt_window(a: Any, window: Window) -> Any:
     """Attempts whose billed interval may overlap [since, until) (typed comparisons: indexes)."""
     conds = []
     if window.until is not None:
@@ -219,7 +220,7 @@ def _event_facts_columns(conn: Any, a: Any, only_ids: Sequence[str] | None = Non
 
 def read_attempts(
     conn: Any,
-    window: Any,
+    window: Window,
     keys: Sequence[str],
     detail: bool,
     *,
@@ -326,7 +327,7 @@ def take(col: pd.Series, pos: np.ndarray) -> pd.Series:
 
 def read_checkpoints(
     conn: Any,
-    window: Any,
+    window: Window,
     keys: Sequence[str],
     keep_last: int,
     retention_s: float,
@@ -394,7 +395,7 @@ def read_checkpoints(
 
 def _read_checkpoints_bulk(
     conn: Any,
-    window: Any,
+    window: Window,
     keys: Sequence[str],
     keep_last: int,
     retention_s: float,

@@ -22,7 +22,7 @@ Each run also has one GRAIN_RUN row, its other rows summed, for reports grouped 
 keys only (experiment, project, owner, cost center, run, without months): half the rows to sum.
 
 Storage is kept as GB-hours (a report with its own prices applies them per cloud) and as USD at
-the list prices (storage_price.py; the GRAIN_RUN row has no cloud). keep_last and the retention
+the list prices (launcher.cost.storage; the GRAIN_RUN row has no cloud). keep_last and the retention
 are fixed here: a report with other values reads the attempts.
 """
 
@@ -31,14 +31,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, exists, insert, select
 
 from launcher.ledger import models as m
 from launcher.ledger.records import PREEMPTED_REASONS
-from launcher.ledger.storage_price import default_storage_usd
+from launcher.cost.storage import default_storage_usd
+from launcher.cost.window import Window, month_spans_s
 
 ROLLUP_KEEP_LAST = 3  # = CostAssumptions' defaults (a test checks they agree)
 ROLLUP_RETENTION_S = 7 * 86400.0
@@ -99,29 +99,6 @@ def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(min(a1, b1) - max(a0, b0), 0.0)
 
 
-def _month_start(t: float) -> float:
-    d = datetime.fromtimestamp(t, UTC)
-    return datetime(d.year, d.month, 1, tzinfo=UTC).timestamp()
-
-
-def _next_month(m0: float) -> float:
-    d = datetime.fromtimestamp(m0, UTC)
-    return datetime(d.year + d.month // 12, d.month % 12 + 1, 1, tzinfo=UTC).timestamp()
-
-
-def _months(start: float, end: float) -> list[tuple[float, float]]:
-    """(start, end) of each UTC month [start, end) overlaps; a zero-length interval: its start's."""
-    m0 = _month_start(start)
-    if end <= start:
-        return [(m0, _next_month(m0))]
-    out = []
-    while m0 < end:
-        m1 = _next_month(m0)
-        out.append((m0, m1))
-        m0 = m1
-    return out
-
-
 def attempt_segments(a: AttemptCostInput) -> list[tuple[float, dict[str, float], float, float]]:
     """(month start, measures, seg start, seg end) of each UTC month the attempt's billed
     interval overlaps (the rules of attempt_cost.attempt_intervals and compute_segments)."""
@@ -153,7 +130,7 @@ def attempt_segments(a: AttemptCostInput) -> list[tuple[float, dict[str, float],
     t_end = min(max(job_end, start), bill_end)
     from_left = t_end == bill_end and bill_end > start
     out = []
-    for i, (b0, b1) in enumerate(_months(start, bill_end)):
+    for i, (b0, b1) in enumerate(month_spans_s(start, bill_end)):
         s0, s1 = max(start, b0), min(bill_end, b1)
         hours = _overlap(start, bill_end, b0, b1) / 3600.0
         if pieces:
@@ -196,7 +173,7 @@ def storage_segments(
         if end <= ck.at:
             continue
         gb = ck.size_bytes / 1e9
-        for b0, b1 in _months(ck.at, end):
+        for b0, b1 in month_spans_s(ck.at, end):
             gb_hours = gb * _overlap(ck.at, end, b0, b1) / 3600.0
             out.append((b0, ck.cloud, ck.region, gb_hours, max(ck.at, b0), min(end, b1)))
     return out
@@ -355,8 +332,6 @@ def backfill(conn: Any) -> int:
     """Write the rows of every ended run that has none yet (after the upgrade that adds the
     tables, and for ledgers written in bulk). Bulk reads, the same per-run arithmetic.
     Returns how many runs were rolled up."""
-    from types import SimpleNamespace
-
     import numpy as np
 
     from launcher.ledger.readers import _Select, read_attempts
@@ -372,7 +347,7 @@ def backfill(conn: Any) -> int:
     runs = q.frame(conn, q.statement().where(r.run_id.in_(todo)))
     if runs.empty:
         return 0
-    att = read_attempts(conn, SimpleNamespace(since=None, until=None), ("region",), False, with_ids=True, where=a.run_id.in_(todo), bulk=True)
+    att = read_attempts(conn, Window(), ("region",), False, with_ids=True, where=a.run_id.in_(todo), bulk=True)
     q = _Select(conn, True)
     for c in ("run_id", "attempt_id", "kind"):
         q.text(c, getattr(e, c))

@@ -13,7 +13,7 @@ from sqlalchemy import and_, case, exists, func, literal, not_, select, union
 from launcher.ledger import models as m
 from launcher.ledger.readers import _Select
 from launcher.ledger.rollup import GRAIN_RUN, GRAIN_SPLIT
-from launcher.ledger.storage_price import HOURS_PER_MONTH, are_list_prices
+from launcher.cost.storage import HOURS_PER_MONTH, are_list_prices
 
 GROUP_COLUMNS = ("project", "experiment", "owner", "cost_center", "cloud", "region", "run_id")
 # measure name in a report -> SUM expression over cost_rollup

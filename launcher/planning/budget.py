@@ -38,6 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from launcher.cost.window import Window, month_start
 from launcher.errors import BudgetExceededError
 from launcher.money import usd
 from launcher.paths import home
@@ -85,11 +86,6 @@ class BudgetCheck:
             raise BudgetExceededError(
                 f"refused: {why}", hint="raise the budget, pick a cheaper alternative, or lower expected_hours"
             )
-
-
-def month_start(now: datetime) -> datetime:
-    now = now.astimezone(UTC)
-    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def check_budget(
@@ -189,7 +185,8 @@ def load_budgets(path: Path | None = None) -> BudgetsConfig:
 
 
 def _spent(ledger: Any, b: Budget, now: datetime) -> float:
-    return float(ledger.spend_usd(project=b.project, owner=b.owner, since=month_start(now), until=now))
+    month = Window.month_to(now)
+    return float(ledger.spend_usd(project=b.project, owner=b.owner, since=month.since, until=month.until))
 
 
 def _burn(ledger: Any, b: Budget) -> float:

@@ -21,6 +21,7 @@ from pricing.errors import NoOfferError as NothingRanked
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import ResourceFields
 from pricing.models import GpuRequest, Offer, OfferQuery, ScoredOffer
+from pricing.expected_cost import expected_cost_usd
 
 DEFAULT_EXPECTED_HOURS = 1.0
 MAX_CANDIDATES = 30  # the plan keeps the best N (recovery walks these); local is always kept
@@ -77,7 +78,7 @@ def local_scored(offer: Offer, work_hours: float) -> ScoredOffer:
         interruption_band="local" if not offer.spot else "simulated",
         checkpoint_minutes=None,
         expected_hours=work_hours,
-        expected_cost_usd=round(offer.price_usd_per_hour * work_hours, 6),
+        expected_cost_usd=expected_cost_usd(offer.price_usd_per_hour, work_hours),
         parts={"work_hours": work_hours},
     )
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from launcher.errors import BadInputError, UnknownNameError
-from launcher.ledger.storage_price import HOURS_PER_MONTH
+from launcher.cost.storage import storage_usd
 from launcher.report import focus as F
 from launcher.ledger.attempt_cost import (
     CostAssumptions,
@@ -226,7 +226,7 @@ def _storage_segments(
     price = a.storage_price(ck["cloud"])[rows]
     keys = {src: ck[src].to_numpy(dtype="object")[rows] for src, _ in key_specs}
     measures = {
-        "x_CheckpointStorageCost": np.nan_to_num(gb * hours / HOURS_PER_MONTH * price),
+        "x_CheckpointStorageCost": np.nan_to_num(storage_usd(gb * hours, price)),
         "seg_start": np.maximum(start[rows], edges[bucket]),
         "seg_end": np.minimum(end[rows], edges[bucket + 1]),
     }

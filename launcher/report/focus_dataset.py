@@ -27,7 +27,7 @@ import pandas as pd
 
 from launcher.report import focus as F
 from launcher.report.build import LedgerData, ReportQuery, ReportResult, report_from_data
-from launcher.ledger.storage_price import HOURS_PER_MONTH
+from launcher.cost.storage import HOURS_PER_MONTH
 
 # per cloud: (ServiceName of machines, ServiceName of object storage)
 SERVICE_NAMES: Mapping[str, tuple[str, str]] = {

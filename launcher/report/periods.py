@@ -7,36 +7,20 @@ ISO-8601 (UTC unless they carry an offset). --month YYYY-MM is that calendar mon
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from launcher.cost.window import Window
 from launcher.errors import BadInputError
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _MONTH_RE = re.compile(r"^(\d{4})-(\d{2})$")
 
 
-@dataclass(frozen=True)
-class Window:
-    """[since, until) in UTC; either end may be open (None)."""
-
-    since: datetime | None = None
-    until: datetime | None = None
-
-    def label(self) -> str:
-        s = self.since.isoformat() if self.since else "beginning"
-        u = self.until.isoformat() if self.until else "now"
-        return f"{s} .. {u}"
-
-
 def month_window(month: str) -> Window:
     m = _MONTH_RE.match(month.strip())
     if not m or not 1 <= int(m.group(2)) <= 12:
         raise BadInputError(f"malformed month {month!r}", hint="use YYYY-MM, e.g. 2026-11")
-    year, mon = int(m.group(1)), int(m.group(2))
-    start = datetime(year, mon, 1, tzinfo=UTC)
-    end = datetime(year + (mon == 12), mon % 12 + 1, 1, tzinfo=UTC)
-    return Window(start, end)
+    return Window.month(int(m.group(1)), int(m.group(2)))
 
 
 def parse_time(value: str, *, flag: str, end_of_day: bool = False) -> datetime:

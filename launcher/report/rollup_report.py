@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from launcher.cost.window import Window
 from launcher.ledger import models as m
 from launcher.ledger.attempt_cost import CostAssumptions, EventFacts, attempt_intervals
 from launcher.ledger.readers import read_attempts, read_checkpoints, read_prices
@@ -86,7 +86,7 @@ def report_from_rollup(ledger: Any, query: ReportQuery, *, now: datetime | None 
         ids = conn.execute(runs).scalars().all()  # usually few: read them by id, not by the query again
         if len(ids) <= MAX_IDS:
             runs = sorted(ids) or ["-"]
-        window = SimpleNamespace(since=datetime.fromtimestamp(since, UTC), until=w.until)
+        window = Window(datetime.fromtimestamp(since, UTC), w.until)
         attempts = read_attempts(conn, window, keys, False, where=m.attempts.c.run_id.in_(runs))
         checkpoints = read_checkpoints(conn, window, keys, a.checkpoint_keep_last, a.checkpoint_retention_after_run_s, runs=runs)
         prices = read_prices(conn)

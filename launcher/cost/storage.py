@@ -1,5 +1,5 @@
-"""List prices of checkpoint storage, the one place reports, the FOCUS export and the cost
-rollup take them from (no pandas here: the controller writes the rollup)."""
+"""Checkpoint storage: list prices and the cost of GB-hours, the one place reports, the FOCUS
+export and the cost rollup take them from (no pandas here: the controller writes the rollup)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ def are_list_prices(per_cloud_usd_per_gb_month: Mapping[str, float], other_usd_p
     )
 
 
+def storage_usd(gb_hours, usd_per_gb_month):
+    """USD of `gb_hours` at `usd_per_gb_month` (a month = HOURS_PER_MONTH); floats or arrays."""
+    return gb_hours / HOURS_PER_MONTH * usd_per_gb_month
+
+
 def default_storage_usd(cloud: str | None, gb_hours: float) -> float:
-    price = DEFAULT_STORAGE_USD_PER_GB_MONTH.get(cloud or "", OTHER_STORAGE_USD_PER_GB_MONTH)
-    return gb_hours / HOURS_PER_MONTH * price
+    """At the list price of `cloud` (the cost rollup's USD figure)."""
+    return storage_usd(gb_hours, DEFAULT_STORAGE_USD_PER_GB_MONTH.get(cloud or "", OTHER_STORAGE_USD_PER_GB_MONTH))
