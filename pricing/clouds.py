@@ -5,7 +5,11 @@
 - KUBERNETES: a cluster the user already has, named in a spec's `infra:`.
 - DECLARED_CLUSTER_KINDS: SkyPilot infra kinds of clusters the user declared (`launcher clusters`),
   named in a spec as `infra: slurm/<cluster>`; each kind is a provider.
-- PROVIDER_CLOUDS: clouds the launcher detects credentials for (catalog clouds and local).
+- PROVIDER_CLOUDS: clouds a launch can run on, each with a provider (launcher.providers.registry,
+  which adds one provider per DECLARED_CLUSTER_KIND). Catalog clouds without one (azure, lambda,
+  runpod) are priced and listed by `launcher offers`, never launched on.
+- DETECTABLE_CLOUDS: clouds the launcher looks for credentials of (catalog clouds and local).
+- CLOUD_ALIASES / canonical_cloud: other names users write for a cloud.
 - SPEC_CLOUDS: what a task spec's `infra:` / `--cloud` may name.
 - STACK_CLOUDS: clouds whose clusters are Pulumi stacks (programs in infra/) and whose
   instances the reaper lists, with LOCAL.
@@ -16,10 +20,11 @@ from __future__ import annotations
 CATALOG_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod")
 LOCAL = "local"
 KUBERNETES = "kubernetes"
-PROVIDER_CLOUDS = (*CATALOG_CLOUDS, LOCAL)
 DECLARED_CLUSTER_KINDS = ("slurm", KUBERNETES, "ssh")
 SPEC_CLOUDS = (*CATALOG_CLOUDS, *DECLARED_CLUSTER_KINDS, LOCAL)
 STACK_CLOUDS = ("aws", "gcp")
+PROVIDER_CLOUDS = (*STACK_CLOUDS, LOCAL)
+DETECTABLE_CLOUDS = (*CATALOG_CLOUDS, LOCAL)
 REAPABLE_CLOUDS = (*STACK_CLOUDS, LOCAL)
 
 # Other names users write for a cloud (SkyPilot's `k8s`, older or vendor names).

@@ -8,8 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from pricing.clouds import DECLARED_CLUSTER_KINDS, canonical_cloud
 
-# SkyPilot infra kinds for clusters users already have; `k8s` is SkyPilot's short name.
-CLUSTER_KINDS = DECLARED_CLUSTER_KINDS  # one vocabulary: pricing.clouds
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _Model = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see config_file.defaults
 
@@ -18,7 +16,7 @@ def parse_infra(value: str) -> tuple[str, str]:
     """'slurm/<cluster>' | 'k8s/<context>' | 'kubernetes/<context>' | 'ssh/<pool>' -> (kind, target)."""
     parts = value.strip().split("/")
     kind = canonical_cloud(parts[0])
-    if kind not in CLUSTER_KINDS or len(parts) != 2 or not parts[1]:
+    if kind not in DECLARED_CLUSTER_KINDS or len(parts) != 2 or not parts[1]:
         raise ValueError(
             f"infra is slurm/<cluster>, k8s/<context> or ssh/<pool> (got {value!r})"
         )

@@ -3,16 +3,16 @@ Their offers are ranked by the offers service (launcher.planning.offers)."""
 
 from __future__ import annotations
 
-from launcher.clusters import CLUSTER_KINDS
 from launcher.planning.offers import Declared
 from launcher.providers.base import CredentialStatus
+from pricing.clouds import DECLARED_CLUSTER_KINDS
 
 
 def declared_statuses(declared: Declared) -> dict[str, CredentialStatus]:
     """Per infra kind with a declared cluster: enabled when one of them is reachable."""
     clusters, reach = declared.clusters, declared.reach
     out: dict[str, CredentialStatus] = {}
-    for kind in CLUSTER_KINDS:
+    for kind in DECLARED_CLUSTER_KINDS:
         entries = [c for c in clusters.clusters if c.kind == kind]
         if not entries:
             continue

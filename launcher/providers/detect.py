@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from launcher.providers.credentials import CredentialStatus
-from pricing.clouds import PROVIDER_CLOUDS
-
-DETECTABLE_CLOUDS = PROVIDER_CLOUDS
+from pricing.clouds import DETECTABLE_CLOUDS  # noqa: F401 - the clouds enabled_clouds answers for
 
 
 def enabled_clouds(env: Mapping[str, str] | None = None, home: Path | None = None) -> dict[str, CredentialStatus]:

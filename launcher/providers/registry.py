@@ -6,7 +6,7 @@ import importlib
 
 from launcher.errors import UnknownNameError
 from launcher.providers.base import Provider
-from pricing.clouds import PROVIDER_CLOUDS
+from pricing.clouds import DECLARED_CLUSTER_KINDS, PROVIDER_CLOUDS
 
 # name -> "module:Class"
 _PROVIDERS: dict[str, str] = {
@@ -19,7 +19,8 @@ _PROVIDERS: dict[str, str] = {
     "ssh": "launcher.providers.declared:SshClusters",
 }
 
-KNOWN_CLOUDS = PROVIDER_CLOUDS
+# Clouds and cluster kinds that have a provider (the names above); tests/providers check they agree.
+KNOWN_CLOUDS = (*PROVIDER_CLOUDS, *DECLARED_CLUSTER_KINDS)
 
 
 def register(name: str, target: str) -> None:
