@@ -1,58 +1,80 @@
-"""Reading /proc (Linux): process start times, per-process CPU and group fields, a run's process groups."""
+"""Processes, through psutil: start identities (to tell a live process from a recycled pid), CPU
+use of process groups, a run's process groups and everything tied to them.
+
+A process's identity is its kernel start time in clock ticks since boot (what /proc/<pid>/stat
+holds; controller and rank records keep it as `start_ticks`): psutil's create time less the boot
+time, in ticks. Process groups and sessions come from os.getpgid/os.getsid (psutil has none).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+
+import psutil
+
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, PermissionError, OSError)
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name (state at [0], pgrp at [2], start
-    time at [19]); None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _int(fields: list[str] | None, i: int) -> int | None:
-    try:
-        return int(fields[i]) if fields is not None else None
-    except (IndexError, ValueError):
-        return None
+def _start_ticks(p: psutil.Process) -> int:
+    return round((p.create_time() - psutil.boot_time()) * _TICKS_PER_S)
 
 
 def process_start_ticks(pid: int) -> int | None:
     """Kernel start time of `pid`, to tell a live process from a recycled pid after a crash."""
-    return _int(_stat_fields(pid), 19)
+    try:
+        return _start_ticks(psutil.Process(pid))
+    except _GONE:
+        return None
 
 
 def running_since(pid: int, start_ticks: int | None) -> bool:
     """Is `pid` still the process that started at `start_ticks`, and not a zombie (a zombie
     waits for its parent to reap it; there is nothing left to stop)?"""
-    fields = _stat_fields(pid)
-    if start_ticks is None or fields is None or fields[0] == "Z":
+    if start_ticks is None:
         return False
-    return _int(fields, 19) == start_ticks
+    try:
+        p = psutil.Process(pid)
+        return p.status() != psutil.STATUS_ZOMBIE and _start_ticks(p) == start_ticks
+    except _GONE:
+        return False
 
 
 def process_group(pid: int) -> int | None:
     """The process group of `pid` (None when it is gone)."""
-    return _int(_stat_fields(pid), 2)
+    try:
+        return os.getpgid(pid)
+    except _GONE:
+        return None
 
 
-def proc_stats() -> Iterator[list[str]]:
-    """For every process: the fields of /proc/<pid>/stat after the command name (state at [0],
-    ppid, pgrp at [2], ..., utime at [11], stime at [12]); processes that vanish are skipped."""
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
+def group_has_live_process(pgid: int) -> bool:
+    """Does process group `pgid` hold a process that is not a zombie?"""
+    for p in psutil.process_iter():
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                yield f.read().rsplit(")", 1)[1].split()
-        except OSError:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except _GONE:
             continue
+    return False
+
+
+def group_cpu(pgids: set[int]) -> tuple[float, float | None]:
+    """(CPU seconds the groups' live processes and their reaped children used, seconds since the
+    oldest of them started); the age is None when none is alive."""
+    cpu_s, oldest = 0.0, None
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) not in pgids:
+                continue
+            t = p.cpu_times()
+            started = p.create_time()
+        except _GONE:
+            continue
+        cpu_s += t.user + t.system + t.children_user + t.children_system
+        oldest = started if oldest is None else min(oldest, started)
+    return cpu_s, None if oldest is None else max(0.0, time.time() - oldest)
 
 
 def run_process_groups(run_id: str) -> set[int]:
@@ -82,19 +104,15 @@ def run_lone_processes(run_id: str) -> dict[int, int | None]:
 def _run_processes() -> dict[str, tuple[set[int], dict[int, int | None]]]:
     own_group, own_session, me = os.getpgrp(), os.getsid(0), os.getpid()
     carriers: dict[str, list[tuple[int, int, int]]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
+    for p in psutil.process_iter():
         try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            pgid, sid = os.getpgid(pid), os.getsid(pid)
-        except (OSError, ProcessLookupError):
+            run = p.environ().get("LAUNCHER_RUN_ID")
+            if run is None:
+                continue
+            pgid, sid = os.getpgid(p.pid), os.getsid(p.pid)
+        except _GONE:
             continue
-        for item in env:
-            if item.startswith(b"LAUNCHER_RUN_ID="):
-                carriers.setdefault(item.split(b"=", 1)[1].decode(errors="replace"), []).append((pid, pgid, sid))
+        carriers.setdefault(run, []).append((p.pid, pgid, sid))
     found: dict[str, tuple[set[int], dict[int, int | None]]] = {}
     for run, procs in carriers.items():
         # A group is the run's when its leader carries the run id and leads its own session.
@@ -111,20 +129,16 @@ def session_and_descendants(pgids: set[int]) -> dict[int, int | None]:
     Zombies are left out: there is nothing to stop."""
     parent: dict[int, int] = {}
     tied: set[int] = set()
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
+    for p in psutil.process_iter():
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            ppid, pgid, sid = p.ppid(), os.getpgid(p.pid), os.getsid(p.pid)
+        except _GONE:
             continue
-        if fields[0] == "Z":
-            continue
-        pid = int(entry)
-        parent[pid] = int(fields[1])
-        if int(fields[2]) in pgids or int(fields[3]) in pgids:
-            tied.add(pid)
+        parent[p.pid] = ppid
+        if pgid in pgids or sid in pgids:
+            tied.add(p.pid)
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)

@@ -17,43 +17,28 @@ def metrics_serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
 ) -> None:
     """Serve /metrics until interrupted."""
-    import socket
     import sys
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prometheus_client import start_http_server
 
     from launcher.errors import BadInputError
     from launcher.ledger import Ledger
-    from launcher.metrics.exporter import ledger_metrics
+    from launcher.metrics.exporter import ledger_registry
 
     ledger = Ledger()
-    render = ledger_metrics(ledger)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            if self.path.split("?")[0] != "/metrics":
-                self.send_error(404, "only /metrics here")
-                return
-            body = render()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:  # quiet: Prometheus scrapes often
-            pass
-
-    ThreadingHTTPServer.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        httpd = ThreadingHTTPServer((host, port), Handler)
+        httpd, thread = start_http_server(port, addr=host, registry=ledger_registry(ledger))
     except OSError as e:
+        ledger.close()
         raise BadInputError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     sys.stderr.write(f"serving ledger metrics on http://{host}:{httpd.server_address[1]}/metrics\n")
     sys.stderr.flush()
     try:
-        httpd.serve_forever()
+        while thread.is_alive():
+            thread.join(timeout=1.0)
     except KeyboardInterrupt:
         pass
     finally:
+        httpd.shutdown()
         httpd.server_close()
         ledger.close()

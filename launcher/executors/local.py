@@ -45,7 +45,7 @@ from launcher.executors.job_env import JOB_VAR_NAMES, JOB_VAR_PREFIXES, job_envi
 from launcher.executors.job_user import JobUser, grant
 from launcher.executors.job_status import exit_path, record_attempt, wrap_argv
 from launcher.procfs import (
-    proc_stats,
+    group_has_live_process,
     process_group,
     process_start_ticks,
     run_lone_processes,
@@ -150,7 +150,7 @@ def _group_alive(pgid: int) -> bool:
         return True
     if not os.path.isdir("/proc"):
         return True
-    return any(int(f[2]) == pgid and f[0] != "Z" for f in proc_stats())
+    return group_has_live_process(pgid)
 
 
 def _signal_strays(strays: dict[int, int | None], sig: int) -> None:

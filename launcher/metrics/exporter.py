@@ -197,8 +197,14 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
-def ledger_metrics(ledger: Any, *, replica: Any = None) -> Callable[[], bytes]:
-    """A function that renders the metrics (Prometheus text format) from the ledger."""
+def ledger_registry(ledger: Any, *, replica: Any = None) -> CollectorRegistry:
+    """A registry whose one collector reads the ledger at each scrape."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector(ledger, replica=replica))
+    return registry
+
+
+def ledger_metrics(ledger: Any, *, replica: Any = None) -> Callable[[], bytes]:
+    """A function that renders the metrics (Prometheus text format) from the ledger."""
+    registry = ledger_registry(ledger, replica=replica)
     return lambda: generate_latest(registry)

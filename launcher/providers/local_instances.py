@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from launcher.procfs import proc_stats, run_process_groups
+from launcher.procfs import group_cpu, run_process_groups
 from launcher.ledger.interfaces import LedgerReader, LedgerWriter
 from launcher.ledger.records import ClusterState
 from launcher.providers.base import IdleSignals, InstanceInfo
@@ -53,22 +53,6 @@ def cluster_of(ledger: LedgerReader, instance_id: str):
     return None
 
 
-def _group_cpu(pgids: set[int]) -> tuple[float, float | None]:
-    """(CPU seconds the groups' live processes and their reaped children used, seconds since the
-    oldest of them started); the age is None when none is alive."""
-    tick = os.sysconf("SC_CLK_TCK")
-    with open("/proc/uptime") as f:
-        uptime_s = float(f.read().split()[0])
-    ticks, oldest = 0, None
-    for fields in proc_stats():
-        if int(fields[2]) not in pgids:
-            continue
-        ticks += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-        start = int(fields[19])
-        oldest = start if oldest is None else min(oldest, start)
-    return ticks / tick, None if oldest is None else max(0.0, uptime_s - oldest / tick)
-
-
 def _per_core(pct_of_one_core: float, ranks: int) -> float:
     return min(100.0, pct_of_one_core / max(1, min(ranks, os.cpu_count() or 1)))
 
@@ -83,9 +67,9 @@ def local_idle_signals(ledger: LedgerReader, instance: InstanceInfo, window_minu
     groups = run_process_groups(c.run_id)
     if not groups:
         return IdleSignals(None, None, 0)
-    before, age_s = _group_cpu(groups)
+    before, age_s = group_cpu(groups)
     time.sleep(sample_s)
-    after, _ = _group_cpu(groups)
+    after, _ = group_cpu(groups)
     if age_s is None:
         return IdleSignals(None, None, 0)
     age_s += extra_age_s
