@@ -42,6 +42,11 @@ def test_lint_imports_fails_on_an_added_violation(tmp_path):
     # A library reaching into the launcher, and planning reaching up into the controller.
     _append(tmp_path / "pricing" / "gpus.py", "from launcher import paths  # noqa: E402")
     _append(tmp_path / "launcher" / "planning" / "plan.py", "from launcher.controller import states  # noqa: E402")
+    # A report reaching Pulumi's stacks without a provider; a provider may, and anyone may use the tags.
+    _append(tmp_path / "launcher" / "report" / "build.py", "from infra import stacks  # noqa: E402")
+    _append(tmp_path / "launcher" / "report" / "periods.py", "from infra import tags  # noqa: E402")
+    # The CLI ranking offers itself instead of asking planning's offers service.
+    _append(tmp_path / "launcher" / "cli" / "offers_cmd.py", "from pricing import rank  # noqa: E402")
     res = _lint(tmp_path)
     out = res.stdout
     assert res.returncode != 0
@@ -49,6 +54,9 @@ def test_lint_imports_fails_on_an_added_violation(tmp_path):
     assert "pricing.gpus -> launcher.paths" in out
     assert "planning never imports the controller BROKEN" in out
     assert "launcher.planning.plan -> launcher.controller.states" in out
+    assert "launcher.report.build -> infra.stacks" in out
+    assert "launcher.report.periods -> infra.tags" not in out
+    assert "launcher.cli.offers_cmd -> pricing.rank" in out
     assert "0 broken" not in out
 
 

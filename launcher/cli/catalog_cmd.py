@@ -43,44 +43,13 @@ def refresh(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Download current catalogs into the cache (keeps the cached copy of any cloud that fails)."""
-    from launcher.errors import BadInputError, ProviderError
-    from pricing.risk import ADVISOR_FEED_URL
-    from pricing.sources import SUPPORTED_CLOUDS
+    from launcher.errors import ProviderError
+    from launcher.planning import catalog
 
-    if schema not in ("v7", "v8"):
-        raise BadInputError(f"unsupported catalog schema {schema!r}", hint="use v7 or v8")
-    wanted = _split(clouds)
-    if wanted:
-        from launcher.errors import UnknownNameError
-
-        for c in wanted:
-            if c not in SUPPORTED_CLOUDS:
-                raise UnknownNameError("cloud", c, SUPPORTED_CLOUDS)
-    if timeout_s <= 0:
-        raise BadInputError("--timeout must be positive")
-
-    from launcher import paths
-    from pricing.refresh import refresh_catalogs
-
-    result = refresh_catalogs(
-        base_url=url,
-        schema=schema,
-        clouds=wanted,
-        timeout_s=timeout_s,
-        cache_dir=paths.catalog_cache_dir(),
-        advisor_url=None if no_advisor else (advisor_url or ADVISOR_FEED_URL),
-    )
-    results = list(result.results)
-    if aws_spot_prices:
-        from pricing.aws_spot import refresh_spot_overlay
-
-        results.append(refresh_spot_overlay(regions=_split(regions), timeout_s=timeout_s, cache_dir=paths.catalog_cache_dir()))
-    if any(r.ok for r in results):
-        # Compile now so the next `launcher offers` reads the compiled table (numpy only).
-        from launcher import paths
-        from pricing.compiled import load_offer_catalog
-
-        load_offer_catalog(None, cache_dir=paths.catalog_cache_dir(), risk_file=paths.risk_file())
+    results = catalog.refresh(
+        url=url, schema=schema, clouds=_split(clouds), timeout_s=timeout_s, advisor_url=advisor_url,
+        advisor=not no_advisor, aws_spot_prices=aws_spot_prices, aws_spot_regions=_split(regions),
+    )  # fmt: skip
     _render(results, as_json)
     failed = [r for r in results if not r.ok]
     if failed:
@@ -91,10 +60,9 @@ def refresh(
 @catalog_app.command("status")
 def status(as_json: bool = typer.Option(False, "--json")) -> None:
     """Where each cloud's prices come from (catalog folder, cache or built-in snapshot) and their age."""
-    from launcher import paths
-    from pricing.sources import catalog_status
+    from launcher.planning import catalog
 
-    rows = catalog_status(GLOBALS.catalog_dir, paths.catalog_cache_dir())
+    rows = catalog.status(GLOBALS.catalog_dir)
     if as_json:
         from dataclasses import asdict
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import typer
 
-from launcher import paths
 from launcher.cli.app import app
 from launcher.cli.infra_options import ClusterOptions, with_cluster_options
 
@@ -64,32 +63,28 @@ def preview_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Show what `up` would create: `--dry-run` from the program alone, else `pulumi preview`."""
-    from infra.cli_check import require_pulumi
-
     from launcher.cli.app import GLOBALS
-    from launcher.cli.infra_checks import check_flags
-
-    from launcher.cli.infra_options import parse_cluster_gpus
+    from launcher.planning.infra_checks import check_flags, parse_cluster_gpus
 
     check_flags(cloud=opts.cloud, region=opts.region, zone=opts.zone, instance_type=opts.instance_type,
                 gpus=parse_cluster_gpus(opts.gpus), catalog_dir=GLOBALS.catalog_dir)  # fmt: skip
+    from launcher.providers import stacks
+
     if not dry_run:
-        require_pulumi("launcher infra preview")
+        stacks.require_pulumi("launcher infra preview")
     spec = opts.to_spec()
     if dry_run:
-        from infra.plan import plan_document, resource_plan
         from launcher.cli.render import print_json
 
-        plan = resource_plan(spec)
+        plan = stacks.resource_plan(spec)
         if as_json:
-            print_json(plan_document(spec, plan))
+            print_json(stacks.plan_document(spec, plan))
         else:
             print_resource_plan(spec, plan)
         return
-    from infra import stacks
     from launcher.cli.render import info, print_json
 
-    result = stacks.preview(spec, state_home=paths.home(), on_output=None if as_json else info)
+    result = stacks.preview(spec, on_output=None if as_json else info)
     if as_json:
         print_json({"stack": result.stack, "changes": result.changes})
 
@@ -98,16 +93,15 @@ def preview_cmd(
 @with_cluster_options
 def up_cmd(opts: ClusterOptions, as_json: bool = _JSON) -> None:
     """Create or update the cluster's stack (needs the Pulumi CLI and cloud credentials)."""
-    from infra.cli_check import require_pulumi
+    from launcher.providers import stacks
 
-    require_pulumi("launcher infra up")
+    stacks.require_pulumi("launcher infra up")
     spec = opts.to_spec()
     from dataclasses import asdict
 
-    from infra import stacks
     from launcher.cli.render import info, print_json, print_table
 
-    out = stacks.up(spec, state_home=paths.home(), on_output=None if as_json else info)
+    out = stacks.up(spec, on_output=None if as_json else info)
     if as_json:
         print_json(asdict(out))
         return
@@ -124,11 +118,11 @@ def destroy_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Destroy the cluster's resources and remove its stack (already gone = success)."""
-    from infra import naming, stacks
     from launcher.cli.render import info, print_json
+    from launcher.providers import stacks
 
-    destroyed = stacks.destroy(project, cluster, state_home=paths.home(), on_output=None if as_json else info)
-    name = naming.stack_name(project, cluster)
+    destroyed = stacks.destroy(project, cluster, on_output=None if as_json else info)
+    name = stacks.stack_name(project, cluster)
     if as_json:
         print_json({"stack": name, "destroyed": destroyed})
     else:
@@ -140,12 +134,12 @@ def list_cmd(as_json: bool = _JSON) -> None:
     """Stacks in the state backend (a file backend is read directly, without the Pulumi CLI)."""
     from dataclasses import asdict
 
-    from infra import stacks
     from launcher.cli.render import print_json, print_table
+    from launcher.providers import stacks
 
-    found = stacks.list_stacks(paths.home())
+    found = stacks.list_stacks()
     if as_json:
         print_json([asdict(s) for s in found])
         return
-    print_table(f"stacks in {stacks.backend_url(paths.home())}", ["stack", "project", "cluster", "last update", "resources"],
+    print_table(f"stacks in {stacks.backend_url()}", ["stack", "project", "cluster", "last update", "resources"],
                 [(s.name, s.project, s.cluster, s.last_update, s.resource_count) for s in found])

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import typer
 
-from launcher.errors import BadInputError, UnknownNameError
-from pricing.clouds import STACK_CLOUDS as CLOUDS  # clouds with Pulumi programs
+from launcher.errors import BadInputError
 
 _CLOUD = typer.Option(..., "--cloud", help="aws or gcp.")
 _REGION = typer.Option(..., "--region")
@@ -104,18 +103,6 @@ def with_cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def parse_cluster_gpus(value: str | None) -> tuple[str | None, int]:
-    """One GPU shape (or none), parsed by `pricing.gpus.parse_gpus`."""
-    if not value or value.lower() == "none":
-        return None, 0
-    from pricing.gpus import parse_gpus
-
-    shapes = parse_gpus(value)
-    if len(shapes) != 1:
-        raise BadInputError(f"--gpus {value!r}: a cluster has one GPU shape, e.g. V100:1")
-    return shapes[0].name, shapes[0].count
-
-
 def _spec_from_options(o: ClusterOptions):
     cloud, region, zone, instance_type, gpus, num_nodes, spot = (
         o.cloud, o.region, o.zone, o.instance_type, o.gpus, o.num_nodes, o.spot
@@ -127,11 +114,12 @@ def _spec_from_options(o: ClusterOptions):
     gcp_project, aws_endpoint, bucket, bucket_name = o.gcp_project, o.aws_endpoint, o.bucket, o.bucket_name
     from datetime import UTC, datetime
 
-    from infra.spec import AwsProviderSettings, ClusterInfraSpec, read_public_key
     from infra.tags import TagInput, build_tags
+    from launcher.providers.stacks import cluster_spec, ssh_public_key as read_public_key
 
-    if cloud not in CLOUDS:
-        raise UnknownNameError("cloud", cloud, CLOUDS, extra=" for infra (Pulumi programs exist for aws and gcp)")
+    from launcher.planning.infra_checks import check_cloud
+
+    check_cloud(cloud)
     now = datetime.now(UTC)
     tags = build_tags(
         TagInput(
@@ -140,18 +128,18 @@ def _spec_from_options(o: ClusterOptions):
         ),
         now=now,
     )
+    from launcher.planning.infra_checks import parse_cluster_gpus
+
     accelerator, count = parse_cluster_gpus(gpus)
-    extra = {}
-    if aws_endpoint:
-        if cloud != "aws":
-            raise BadInputError("--aws-endpoint only applies to --cloud aws")
-        extra["aws"] = AwsProviderSettings.for_endpoint(aws_endpoint)
-    return ClusterInfraSpec.build(
+    if aws_endpoint and cloud != "aws":
+        raise BadInputError("--aws-endpoint only applies to --cloud aws")
+    return cluster_spec(
+        aws_endpoint=aws_endpoint,
         cloud=cloud, project=tags["project"], cluster=tags["cluster"], region=region, zone=zone,
         instance_type=instance_type, accelerator=accelerator, accelerator_count=count, num_nodes=num_nodes,
         spot=spot, tags=tags, ssh_allowed_cidr=ssh_cidr, ssh_public_key=read_public_key(ssh_public_key),
         disk_size_gib=disk_gib, image_id=image_id, gcp_project=gcp_project, checkpoint_bucket=bucket,
-        checkpoint_bucket_name=bucket_name, **extra,
+        checkpoint_bucket_name=bucket_name,
     )
 
 

@@ -18,11 +18,11 @@ _REAP = typer.Option("17 3 * * *", "--reaper-schedule", help="Cron schedule (UTC
 
 
 def _spec(region: str, project: str, replicas: int, api_cidr: str, reaper_schedule: str):
-    from infra.server_program import ServerInfraSpec
     from launcher.errors import BadInputError
+    from launcher.providers.server_stack import server_spec
 
     try:
-        return ServerInfraSpec(region=region, project=project, replicas=replicas, api_cidr=api_cidr, reaper_schedule=reaper_schedule)
+        return server_spec(region=region, project=project, replicas=replicas, api_cidr=api_cidr, reaper_schedule=reaper_schedule)
     except ValueError as e:
         raise BadInputError(str(e)) from None
 
@@ -34,15 +34,15 @@ def preview(
 ) -> None:
     """What `up` would create (`--dry-run`: from the program; else `pulumi preview`)."""
     from launcher.cli.render import info, print_table
-    from launcher.server import deploy
+    from launcher.providers import server_stack
 
     spec = _spec(region, project, replicas, api_cidr, reaper_schedule)
     if dry_run:
-        rows = deploy.resource_rows(spec)
+        rows = server_stack.resource_rows(spec)
         print_table(f"stack {spec.stack_name} ({spec.region})", ["TYPE", "NAME", "MANAGED-BY", "PROJECT"],
                     [[r["type"], r["name"], r["managed_by"] or "", r["project"] or ""] for r in rows])  # fmt: skip
         return
-    changes = deploy.preview(spec, info)
+    changes = server_stack.preview(spec, info)
     info(f"stack {spec.stack_name}: " + ", ".join(f"{k} {v}" for k, v in sorted(changes.items())))
 
 
@@ -50,9 +50,9 @@ def preview(
 def up(region: str = _REGION, project: str = _PROJECT, replicas: int = _REPLICAS, api_cidr: str = _CIDR, reaper_schedule: str = _REAP) -> None:
     """Create or update the server's stack (needs the Pulumi CLI and AWS credentials)."""
     from launcher.cli.render import info
-    from launcher.server import deploy
+    from launcher.providers import server_stack
 
-    out = deploy.up(_spec(region, project, replicas, api_cidr, reaper_schedule), info)
+    out = server_stack.up(_spec(region, project, replicas, api_cidr, reaper_schedule), info)
     info(f"server URLs: {', '.join(out.get('server_urls') or [])}; ledger: {out.get('ledger_endpoint')}")
 
 
@@ -60,8 +60,8 @@ def up(region: str = _REGION, project: str = _PROJECT, replicas: int = _REPLICAS
 def destroy(region: str = _REGION, project: str = _PROJECT) -> None:
     """Destroy the server's stack (the database keeps a final snapshot)."""
     from launcher.cli.render import info
-    from launcher.server import deploy
+    from launcher.providers import server_stack
 
     spec = _spec(region, project, 1, "10.0.0.0/8", "17 3 * * *")
-    deploy.destroy(spec, info)
+    server_stack.destroy(spec, info)
     info(f"stack {spec.stack_name} destroyed")

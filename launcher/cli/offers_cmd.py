@@ -59,8 +59,7 @@ def offers(
         raise BadInputError("--limit must be >= 0")
 
     _import_numpy_with_one_blas_thread()
-    from launcher.planning.offers import OffersQuery, offers as rank_offers
-    from pricing.models import OfferQuery
+    from launcher.planning.offers import OfferQuery, OffersQuery, offers as rank_offers
 
     clouds = _split(cloud)
     filters = OfferQuery(
@@ -112,7 +111,6 @@ def _import_numpy_with_one_blas_thread() -> None:
 
 def _print_table(result) -> None:
     from launcher.cli.render import info, print_text_table
-    from pricing.explain_words import interruption_words, stale_note
 
     rows = []
     for r in result.rows:
@@ -128,7 +126,7 @@ def _print_table(result) -> None:
                 gpus,
                 "spot" if o.spot else "on-demand",
                 f"{o.price_usd_per_hour:.4f}",
-                interruption_words(o.cloud, s.interruption_band, s.hazard_per_hour),
+                r.risk_words(),
                 f"{s.expected_cost_usd:.2f}",
                 f"{s.expected_hours:.3f}",
             )
@@ -146,7 +144,6 @@ def _print_table(result) -> None:
             info(f"cluster {r.scored.offer.region} ({r.scored.offer.cloud}) not enabled: {r.cluster_reason}")
     for why, n in result.dropped.items():
         info(f"left out {n}: {why}")
-    shown = {r.scored.offer.cloud for r in result.rows}
-    note = stale_note({c: s.as_of for c, s in result.sources.items() if c in shown})
+    note = result.stale_note()
     if note:
         info(note)

@@ -98,7 +98,7 @@ class CloudResourcePlan:
     def document(self) -> dict[str, Any] | None:
         if self.spec is None:
             return None
-        from infra.plan import plan_document
+        from launcher.providers.stacks import plan_document
 
         return plan_document(self.spec, list(self.resources))
 
@@ -119,9 +119,9 @@ def chosen_resource_plan(
     if offer.cloud not in STACK_CLOUDS:
         return CloudResourcePlan(offer.cloud, note=f"no Pulumi program for {offer.cloud} (have: {', '.join(STACK_CLOUDS)})")
     assert tags is not None, "cloud_tags() gives the tags of a plan with a cloud offer"
-    from infra.plan import resource_plan
     from launcher.providers.base import ClusterRequest
     from launcher.providers.stack_backed import infra_spec_for
+    from launcher.providers.stacks import resource_plan
 
     request = ClusterRequest(
         cluster=tags["cluster"], offer=offer, num_nodes=plan.num_nodes, tags=dict(tags),

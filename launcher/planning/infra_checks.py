@@ -1,11 +1,31 @@
 """`launcher infra preview|up` flags checked against each other and the catalog before anything
-runs: an instance type whose GPUs contradict --gpus, a zone outside --region (exit 2)."""
+runs: an instance type whose GPUs contradict --gpus, a zone outside --region (exit 2); the one
+GPU shape a cluster has."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.errors import BadInputError
+from launcher.errors import BadInputError, UnknownNameError
+from pricing.clouds import STACK_CLOUDS
+
+
+def check_cloud(cloud: str) -> None:
+    """Only clouds with a Pulumi program have stacks."""
+    if cloud not in STACK_CLOUDS:
+        raise UnknownNameError("cloud", cloud, STACK_CLOUDS, extra=f" for infra (Pulumi programs exist for {' and '.join(STACK_CLOUDS)})")
+
+
+def parse_cluster_gpus(value: str | None) -> tuple[str | None, int]:
+    """One GPU shape (or none), parsed by `pricing.gpus.parse_gpus`."""
+    if not value or value.lower() == "none":
+        return None, 0
+    from pricing.gpus import parse_gpus
+
+    shapes = parse_gpus(value)
+    if len(shapes) != 1:
+        raise BadInputError(f"--gpus {value!r}: a cluster has one GPU shape, e.g. V100:1")
+    return shapes[0].name, shapes[0].count
 
 
 def check_flags(*, cloud: str, region: str, zone: str | None, instance_type: str, gpus: tuple[str | None, int],

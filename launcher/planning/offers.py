@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from launcher.errors import NoOfferError
 from pricing.clouds import DECLARED_CLUSTER_KINDS, canonical_cloud
 from pricing.errors import NoOfferError as NothingRanked
-from pricing.models import OfferQuery, ScoredOffer
+from pricing.models import OfferQuery, ScoredOffer  # OfferQuery: the filters of an OffersQuery
 
 if TYPE_CHECKING:
     from launcher.clusters.models import ClustersFile
@@ -71,6 +71,13 @@ class OfferRow:
     def declared(self) -> bool:
         return self.cluster_reason is not None
 
+    def risk_words(self) -> str:
+        """The interruption risk and where it comes from, e.g. '~10%/day, estimate (gcp publishes no rate)'."""
+        from pricing.explain_words import interruption_words
+
+        s = self.scored
+        return interruption_words(s.offer.cloud, s.interruption_band, s.hazard_per_hour)
+
     def as_record(self) -> dict[str, Any]:
         """The JSON object of `launcher offers --json` (its fields are a contract)."""
         from pricing.rank import offers_as_records
@@ -100,6 +107,13 @@ class OffersResult:
     @property
     def declared_rows(self) -> tuple[OfferRow, ...]:
         return tuple(r for r in self.rows if r.declared)
+
+    def stale_note(self) -> str | None:
+        """A line naming the shown clouds whose prices are older than a week, if any."""
+        from pricing.explain_words import stale_note
+
+        shown = {r.scored.offer.cloud for r in self.rows}
+        return stale_note({c: s.as_of for c, s in self.sources.items() if c in shown})
 
 
 def load_catalog(catalog_dir: Path | None) -> OfferCatalog:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 
 from launcher.errors import BadInputError, LauncherError, ToolMissingError
 from launcher.providers.base import CredentialStatus
+from pricing.clouds import STACK_CLOUDS
 
-STACK_CLOUDS = ("aws", "gcp")
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,11 @@ def cloud_preflight(
     usable = [c for c in STACK_CLOUDS if statuses.get(c) is not None and statuses[c].enabled]
     if not usable:
         return Preflight(dict(statuses))
-    if pulumi_found is None:
-        from infra.cli_check import find_pulumi
+    if pulumi_found is None or public_key is None:
+        from launcher.providers import stacks
 
-        pulumi_found = find_pulumi() is not None
-    if public_key is None:
-        from infra.spec import read_public_key
-
-        public_key = read_public_key(None) is not None
+        pulumi_found = stacks.pulumi_found() if pulumi_found is None else pulumi_found
+        public_key = stacks.ssh_public_key() is not None if public_key is None else public_key
     missing: list[tuple[str, str]] = []
     if not pulumi_found:
         missing.append(("tool", "the Pulumi CLI (curl -fsSL https://get.pulumi.com | sh)"))

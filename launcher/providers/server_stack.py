@@ -1,6 +1,7 @@
 """`launcher infra server preview|up|destroy`: the server's Pulumi stack (infra/server_program.py)
 through the Automation API, with the cluster stacks' backend and passphrase settings. Without the
-Pulumi CLI, `preview --dry-run` still lists what would be created (the program under mocks)."""
+Pulumi CLI, `preview --dry-run` still lists what would be created (the program under mocks).
+Here, with the providers, because infra/ is reached only through them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 from infra.server_program import PULUMI_PROJECT, ServerInfraSpec, server_program
+
+
+def server_spec(**fields: Any) -> ServerInfraSpec:
+    """infra's ServerInfraSpec (it validates: ValueError on bad input)."""
+    return ServerInfraSpec(**fields)
 
 
 def resource_rows(spec: ServerInfraSpec) -> list[dict[str, Any]]:

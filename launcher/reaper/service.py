@@ -62,10 +62,9 @@ def default_providers() -> list[str]:
 
 def _destroy_stack(project: str, cluster: str) -> None:
     """`pulumi destroy` through infra/ so the stack's state stays consistent."""
-    from infra import stacks
-    from launcher import paths
+    from launcher.providers import stacks
 
-    stacks.destroy(project, cluster, state_home=paths.home())
+    stacks.destroy(project, cluster)
 
 
 def _price_lookup(instance) -> float | None:

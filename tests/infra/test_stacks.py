@@ -200,7 +200,7 @@ def test_server_stack_with_a_failing_pulumi_cli_is_an_infra_error_not_a_crash(tm
     `pulumi` that answers `version` and fails everything else, as a broken install would)."""
     from infra.errors import InfraProviderError
     from infra.server_program import ServerInfraSpec
-    from launcher.server import deploy
+    from launcher.providers import server_stack as deploy
 
     monkeypatch.delenv(stacks.BACKEND_ENV, raising=False)
     exe = tmp_path / "pulumi-root" / "bin" / "pulumi"
