@@ -4,10 +4,11 @@
 SkyPilot runs jobs there (launcher.executors.sky_cluster); nothing here imports SkyPilot.
 """
 
-from launcher.clusters.models import ClusterEntry, ClustersFile
+from launcher.clusters.models import CLUSTER_KINDS, ClusterEntry, ClustersFile
 from launcher.clusters.store import clusters_path, load_clusters, remove_cluster, save_cluster
 
 __all__ = [
+    "CLUSTER_KINDS",
     "ClusterEntry",
     "ClustersFile",
     "clusters_path",

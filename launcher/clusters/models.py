@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from pricing.clouds import DECLARED_CLUSTER_KINDS, canonical_cloud
 
+CLUSTER_KINDS = DECLARED_CLUSTER_KINDS  # pricing.clouds owns the names; kept under the clusters' name
+
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _Model = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see config_file.defaults
 
