@@ -78,6 +78,15 @@ def create_app(ledger, *, metrics: Callable[[], bytes] | None = None, local_jobs
                 return fn(request, principal, body)
             except LauncherError as e:
                 return _error(e)
+            except OSError as e:  # a full disk or a permission denied on the server's state: told, not a 500
+                from launcher import paths
+                from launcher.errors import from_os_error
+
+                known = from_os_error(e, state_home=paths.home())
+                if known is None:
+                    traceback.print_exc(file=sys.stderr)
+                    return json_response({"error": "internal error (see the server's log)"}, 500)
+                return _error(known)
             except Exception:
                 traceback.print_exc(file=sys.stderr)
                 return json_response({"error": "internal error (see the server's log)"}, 500)

@@ -15,6 +15,7 @@ import httpx
 from launcher.errors import (
     BadInputError,
     ConflictError,
+    DiskFullError,
     LauncherError,
     NotFoundError,
     ProviderError,
@@ -25,7 +26,7 @@ from launcher.server.logs import format_offsets
 
 _ERRORS: dict[int, type[LauncherError]] = {
     400: BadInputError, 401: UnauthenticatedError, 403: ForbiddenError, 404: NotFoundError,
-    405: BadInputError, 409: ConflictError, 422: RefusedError,
+    405: BadInputError, 409: ConflictError, 422: RefusedError, 507: DiskFullError,
 }  # fmt: skip
 FAILOVER_WAIT_S = 120.0  # how long `logs --follow` keeps trying when no replica answers
 

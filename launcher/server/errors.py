@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.errors import CredentialsError, ExitCode, LauncherError, RefusedError
+from launcher.errors import CredentialsError, DiskFullError, ExitCode, LauncherError, RefusedError
 
 
 class UnauthenticatedError(CredentialsError):
@@ -26,4 +26,6 @@ STATUS_FOR_EXIT = {
 def http_status(e: LauncherError) -> int:
     if isinstance(e, ForbiddenError):
         return 403
+    if isinstance(e, DiskFullError):
+        return 507  # Insufficient Storage (the client reads it as exit 5, like any server failure)
     return STATUS_FOR_EXIT.get(e.exit_code, 500)

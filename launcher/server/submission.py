@@ -132,14 +132,32 @@ def record_submission(sub: Submission, ledger, *, submitted_by: str, refuse_loca
         base = load_spec_text(sub.spec_yaml, base_dir=rd)
         loaded = _SubmittedSpec(base.spec, base.text, None, rd, unpacked_workdir=unpacked if base.spec.workdir else None)
         run_id = prepare_run(loaded, plan, options, ledger, prov)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(rd, ignore_errors=True)
+        _fail_recorded(ledger, prov.run_id, e)
         raise
     finally:
         if unpacked is not None:
             shutil.rmtree(unpacked, ignore_errors=True)
     ledger.submit_lease(run_id, submitted_by=submitted_by)
     return run_id
+
+
+def _fail_recorded(ledger, run_id: str, e: BaseException) -> None:
+    """A run recorded before its directory could be laid out (e.g. a full disk) is never queued:
+    end it FAILED with the reason instead of leaving it pending forever. Best effort."""
+    from launcher.controller.disk_space import as_disk_full
+    from launcher.ledger.records import EndReason, RunState
+
+    try:
+        if ledger.get_run(run_id).state != RunState.PENDING:
+            return
+        reason = EndReason.DISK_FULL if as_disk_full(e) is not None else EndReason.PROVISION_FAILED
+        with ledger.transaction():
+            ledger.add_event(run_id, "submission_failed", {"error": str(getattr(e, "message", e))[:500]})
+            ledger.set_run_state(run_id, RunState.FAILED, reason=reason, expected_from=RunState.PENDING)
+    except Exception:
+        pass
 
 
 def _without_local(plan, reason: str):
