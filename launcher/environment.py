@@ -112,8 +112,9 @@ def _source(dist) -> tuple[str | None, str | None]:
         return f"{vcs.get('vcs', 'vcs')}+{url}", vcs.get("commit_id")
     if "dir_info" in info:
         path = unquote(urlparse(url).path) if url.startswith("file:") else url
-        kind = "editable" if info["dir_info"].get("editable") else "dir"
-        return f"{kind} {path}", _git_revision(Path(path)) if Path(path).is_dir() else None
+        if not info["dir_info"].get("editable"):
+            return f"dir {path}", None  # a copy made at install time: the directory's HEAD now says nothing about it
+        return f"editable {path}", _git_revision(Path(path)) if Path(path).is_dir() else None
     if "archive_info" in info:
         archive = info["archive_info"]
         digest = archive.get("hash") or next(iter((archive.get("hashes") or {}).items()), None)
@@ -183,6 +184,9 @@ class EnvDifference:
     name: str  # a distribution, or "python"
     recorded: str | None  # version (@ revision); None: not installed then
     here: str | None  # ... now
+    # False: only the revision of an editable install's source moved (live code: a rebuilt
+    # environment would point at the same directory, so only the weights check can tell)
+    blocking: bool = True
 
     @property
     def kind(self) -> str:
@@ -213,7 +217,9 @@ def differences(recorded: Environment, here: Environment, *, own_source: Path | 
         skip_rev = own is not None and any(d is not None and d.source_dir is not None and _same_dir(d.source_dir, own) for d in (da, db))
         ra, rb = _shown(da, revision=not skip_rev), _shown(db, revision=not skip_rev)
         if ra != rb:
-            out.append(EnvDifference(name, ra, rb))
+            editable_moved = (da is not None and db is not None and da.version == db.version and da.source == db.source
+                              and (da.source or "").startswith("editable "))  # fmt: skip
+            out.append(EnvDifference(name, ra, rb, blocking=not editable_moved))
     return out
 
 

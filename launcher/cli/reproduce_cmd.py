@@ -56,6 +56,8 @@ def reproduce(
             code = _reproduce_in_new_env(ledger, e.run_id, make_env, make_env_timeout, check=check, cloud=cloud)
             raise typer.Exit(code) from None
         orig = source.run
+        if source.moved:
+            show_differences(EnvironmentDiffersError(orig.run_id, list(source.moved)), title="editable installs whose source moved on since the run (shown, not refused: --check compares the weights)")
         if check and source.recorded_weights is None:
             source.remove()
             raise WeightsDifferError(f"run {orig.run_id} recorded no final_weights_sha256; there is nothing to check against")
@@ -83,14 +85,14 @@ def reproduce(
         raise WeightsDifferError(f"run {new_id} did not reproduce run {orig.run_id}: final weights differ")
 
 
-def show_differences(e) -> None:
+def show_differences(e, *, title: str | None = None) -> None:
     """The environment differences as one table on stderr."""
     from rich.console import Console
     from rich.table import Table
 
     from launcher.cli.render import _width
 
-    table = Table(title=f"environment: run {e.run_id} vs here ({len(e.differences)} differences)")
+    table = Table(title=title or f"environment: run {e.run_id} vs here ({len(e.differences)} differences)")
     for col in ("package", "recorded", "here"):
         table.add_column(col, overflow="fold")
     for d in e.differences:

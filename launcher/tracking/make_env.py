@@ -73,7 +73,7 @@ def build_env(
         progress(f"make-env: installing {d.name} from {d.source}")
         _step([*install, "--no-deps", *_source_args(d)], deadline, progress)
     built = of_interpreter(python)
-    diffs = differences(env, built, own_source=own_source)
+    diffs = [d for d in differences(env, built, own_source=own_source) if d.blocking]
     if diffs:
         rows = "; ".join(f"{x.name}: recorded {x.recorded or 'nothing'}, built {x.here or 'nothing'}" for x in diffs[:10])
         raise RefusedError(f"the environment built in {dest} differs from the record: {rows}")

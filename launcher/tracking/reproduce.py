@@ -49,6 +49,7 @@ class ReproSource:
     loaded: object  # LoadedSpec of the recorded spec, resolved inside the worktree
     recorded_weights: str | None
     cloud: str | None  # where the recorded run completed (or last ran)
+    moved: tuple = ()  # environment differences that do not block: editable sources at another revision
 
     def remove(self) -> None:
         remove_worktree(self.worktree)
@@ -81,14 +82,14 @@ def prepare_reproduction(ledger, target: str) -> ReproSource:
         if run.code_dirty_hash:
             _restore_uncommitted(run, rd / LINEAGE_DIR, worktree, saved=bool(lineage.get("uncommitted_saved")))
         loaded = _load_spec(spec_text, worktree, lineage)
-        check_environment(run, loaded, worktree, recorded=recorded_environment(ledger, run.run_id), own_source=root)
+        moved = check_environment(run, loaded, worktree, recorded=recorded_environment(ledger, run.run_id), own_source=root)
         check_data(run, loaded, lineage)
     except BaseException:
         remove_worktree(worktree)
         raise
     attempts = ledger.attempts(run.run_id)
     done = [a for a in attempts if a.end_reason == "completed"] or attempts
-    return ReproSource(run, worktree, loaded, recorded_weights(ledger, run.run_id), done[-1].cloud if done else None)
+    return ReproSource(run, worktree, loaded, recorded_weights(ledger, run.run_id), done[-1].cloud if done else None, tuple(moved))
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -143,7 +144,9 @@ def _load_spec(spec_text: str, worktree: Path, lineage: dict):
     return load_spec_text(spec_text, path=spec_path, base_dir=base_dir)
 
 
-def check_environment(run, loaded, worktree: Path, *, recorded=None, own_source: Path | None = None) -> None:
+def check_environment(run, loaded, worktree: Path, *, recorded=None, own_source: Path | None = None) -> list:
+    """Refuse when the environment is not the run's; returns the differences that do not block
+    (an editable install's source at another revision), to be shown."""
     start = loaded.path.parent if loaded.path is not None else Path(loaded.base_dir)
     found = find_lockfiles(start, stop=worktree)
     now = lockfile_hash(start, stop=worktree)
@@ -157,9 +160,9 @@ def check_environment(run, loaded, worktree: Path, *, recorded=None, own_source:
         from launcher.environment import current, differences
 
         diffs = differences(recorded, current(), own_source=own_source)
-        if diffs:
+        if any(d.blocking for d in diffs):
             raise EnvironmentDiffersError(run.run_id, diffs)
-        return
+        return diffs
     drift = environment_drift(found)
     if drift:
         shown = "; ".join(drift[:5]) + (f"; and {len(drift) - 5} more" if len(drift) > 5 else "")
@@ -167,6 +170,7 @@ def check_environment(run, loaded, worktree: Path, *, recorded=None, own_source:
             f"this environment does not match the lockfile of run {run.run_id}: {shown}",
             hint="install it with `pip install -r <lockfile>` (in a fresh venv) and run reproduce from there",
         )
+    return []
 
 
 def environment_drift(lockfiles: list[Path]) -> list[str]:

@@ -53,7 +53,7 @@ def test_the_shared_venv_and_the_small_one_differ_package_by_package(small):
     assert differences(here, current()) == []  # the same environment read twice
 
 
-def test_a_new_commit_in_an_editable_source_is_a_difference_except_in_the_runs_own_repository(small):
+def test_a_new_commit_in_an_editable_source_is_a_non_blocking_difference_except_in_the_runs_own_repository(small):
     py, pkg = small
     before = of_interpreter(py)
     (pkg / "tinypkg" / "__init__.py").write_text("VALUE = 2\n")
@@ -61,6 +61,8 @@ def test_a_new_commit_in_an_editable_source_is_a_difference_except_in_the_runs_o
     after = of_interpreter(py)
     (d,) = differences(before, after)
     assert d.name == "tinypkg" and d.recorded.startswith("0.1 @ ") and d.here == f"0.1 @ {_head(pkg)}"
+    assert d.blocking is False  # live code moved on: shown, and the weights check decides
+    assert all(x.blocking for x in differences(current(), after) if x.name != "tinypkg")
     assert differences(before, after, own_source=pkg) == []
     (pkg / "tinypkg" / "__init__.py").write_text("VALUE = 3\n")  # uncommitted
     assert of_interpreter(py).by_name()["tinypkg"].revision == _head(pkg) + "+dirty"
