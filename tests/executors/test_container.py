@@ -171,3 +171,33 @@ def test_a_container_gets_the_jobs_variables_by_name_and_nothing_of_the_launcher
     names = container_env_names(env, req)
     assert {"MY_VAR", "HF_TOKEN", "SKYPILOT_NODE_RANK", "LAUNCHER_RUN_ID", "MASTER_PORT", "LAUNCHER_CHECKPOINT_DIR"} <= set(names)
     assert not {"PATH", "HOME", "LAUNCHER_DB_URL", "AWS_SECRET_ACCESS_KEY", "LAUNCHER_PYTHON"} & set(names)
+
+
+def test_the_forwarder_as_pid_1_passes_a_notice_to_the_job_and_returns_its_exit_code(tmp_path):
+    """The script that runs the job inside every container, run as PID 1 of a real PID namespace
+    (`unshare`, as a container without an init process has it): SIGTERM from outside reaches the
+    job, which saves and exits 75, and 75 comes back out. Outside a PID namespace `kill -1` would
+    reach every process of the user, so the namespace is checked first."""
+    import signal
+    import time
+
+    from launcher.executors.container import FORWARDER
+
+    ns = ["unshare", "--pid", "--fork", "--mount-proc"]
+    try:
+        probe = subprocess.run([*ns, "sh", "-c", 'test "$$" = 1'], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"unshare cannot make a PID namespace here: {e}")
+    if probe.returncode != 0:
+        pytest.skip(f"unshare cannot make a PID namespace here: {probe.stderr.strip()}")
+    up, saved = tmp_path / "up", tmp_path / "saved"
+    job = f"trap 'echo saved > {saved}; exit 75' TERM; echo up > {up}; while :; do sleep 0.05; done"
+    p = subprocess.Popen([*ns, "sh", "-c", FORWARDER, "launcher-job", job], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not up.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid1,) = open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+    os.kill(int(pid1), signal.SIGTERM)
+    assert p.wait(timeout=30) == 75 and saved.read_text() == "saved\n"
+    ok = subprocess.run([*ns, "sh", "-c", FORWARDER, "launcher-job", "exit 3"], timeout=30)
+    assert ok.returncode == 3  # the job's own code, untouched
