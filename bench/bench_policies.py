@@ -371,6 +371,68 @@ def public_multi_table(rows: list[dict]) -> dict:
     return out
 
 
+def model_section(args, pool) -> dict:
+    """`expected-cost` against greedy, uniform progress and deadline-aware (model_policy_bench):
+    the tuning set, then the two judging sets, then the goal lines of each judging set."""
+    import model_policy_bench as mb
+
+    from launcher.simulation import synthetic_shifted
+
+    quick = args.quick
+    starts = 1 if quick else 2
+    tune_seeds = mb.TUNE_SEEDS[:1] if quick else mb.TUNE_SEEDS
+    judge_seeds = synthetic_shifted.JUDGING_SEEDS[:2] if quick else synthetic_shifted.JUDGING_SEEDS
+    out: dict = {}
+    from launcher.simulation import synthetic
+
+    tune = list(pool.map(mb.row, mb.synth_tasks(synthetic, REGIMES,
+                                                tune_seeds, lambda t: grid(t, starts)), chunksize=2))
+    out["tuning"] = mb.table(f"TUNING SET (old generator launcher.simulation.synthetic, seeds {tune_seeds[0]}-"
+                             f"{tune_seeds[-1]}; expected-cost's parameters were chosen here)", tune)
+    shifted = list(pool.map(mb.row, mb.synth_tasks(synthetic_shifted, synthetic_shifted.REGIMES, judge_seeds,
+                                                   lambda t: grid(t, starts)), chunksize=2))
+    out["judging_shifted"] = mb.table(
+        f"JUDGING SET 1 (second generator launcher.simulation.synthetic_shifted, frozen before tuning, seeds "
+        f"{judge_seeds[0]}-{judge_seeds[-1]}, never tuned on)", shifted)
+    public_rows: list[dict] = []
+    if args.trace_root.is_dir():
+        files, groups = discover(args.trace_root)
+        traces = {p: load_trace(p, str(p.relative_to(args.trace_root))) for p in files}
+        in_group = {p for ps in groups.values() for p in ps}
+        tasks = []
+        for key, ps in groups.items():  # zone groups: home = the first zone, multi-zone over the group
+            tasks += [(c, key.split(":")[0], True) for c in grid(tuple(traces[p] for p in ps), starts)]
+        for p in files:
+            if p not in in_group:
+                tasks += [(c, str(p.parent.relative_to(args.trace_root)), False) for c in grid((traces[p],), starts)]
+        for key, ps in groups.items():  # the other zones of each group, single zone
+            for p in ps[1:]:
+                tasks += [(c, key.split(":")[0], False) for c in grid((traces[p],), starts)]
+        public_rows = list(pool.map(mb.row, tasks, chunksize=1))
+        out["judging_public"] = mb.table("JUDGING SET 2 (public Can't Be Late traces; no generator made them)", public_rows)
+    else:
+        print(f"\nno public traces at {args.trace_root}: judging set 2 skipped", file=sys.stderr)
+    sp = mb.speed(tune + shifted + public_rows)
+    out["speed"] = sp
+    print(f"\nexpected-cost decision speed (this machine, in the same run): {sp['ms_per_decision']:.3f} ms per decision "
+          f"on average over {sp['decisions']} decisions, slowest {sp['worst_ms']:.1f} ms; the simulator replays 80 "
+          f"cases in {sp['seconds_per_80_cases']:.0f} s at the mean case time")
+    print("\nGoals for expected-cost, on the JUDGING sets (each against greedy and uniform progress of the same run):")
+    lines = mb.goals("second generator", out["judging_shifted"])
+    if "judging_public" in out:
+        lines += mb.goals("public traces", out["judging_public"])
+    lines.append(("decision < 20 ms", sp["worst_ms"] < 20, f"mean {sp['ms_per_decision']:.3f} ms, slowest {sp['worst_ms']:.1f} ms"))
+    lines.append(("80 cases replayed in < 2 min", sp["seconds_per_80_cases"] < 120, f"{sp['seconds_per_80_cases']:.0f} s"))
+    for what, ok, fig in lines:
+        print(f"  {'PASS' if ok else 'FAIL'}  {what}  {fig}")
+    tun = out["tuning"]["all"]
+    print(f"  (tuning set, for reference only: expected-cost {tun['expected-cost']['mean']:.3f} / "
+          f"{tun['expected-cost']['worst']:.3f}, deadline-aware {tun['deadline-aware']['mean']:.3f} / "
+          f"{tun['deadline-aware']['worst']:.3f})")
+    out["goals"] = [{"goal": w, "pass": ok, "figure": f} for w, ok, f in lines]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace-root", type=Path, default=REPO.parent / "shared" / "data" / "spot-traces")
@@ -380,11 +442,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lead-in-hours", type=float, default=0.0,
                     help="another draw of the synthetic sets: every job starts this many hours into longer traces")
     ap.add_argument("--json", type=Path, help="also write the summary here")
+    ap.add_argument("--model", action="store_true",
+                    help="only the expected-cost tables: tuning set, judging sets (public traces, second generator), goals")
     args = ap.parse_args(argv)
     if not 0 <= args.lead_in_hours <= 24 * 365:
         ap.error("--lead-in-hours must be between 0 and 8760")
     t0 = time.monotonic()
     summary: dict = {}
+    if args.model:
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            summary["expected_cost"] = model_section(args, pool)
+        print(f"\nwall time {time.monotonic() - t0:.1f}s")
+        if args.json:
+            args.json.write_text(json.dumps(summary, indent=2))
+        return 0
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         lead = args.lead_in_hours
         tune = list(pool.map(synth_row, synth_tasks(TUNE_SEEDS, 2, lead), chunksize=4))
@@ -418,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             summary["paper_setting"] = paper_setting(args.trace_root)
         elif not args.quick:
             print(f"\nno public traces at {args.trace_root}: synthetic part only", file=sys.stderr)
+        summary["expected_cost"] = model_section(args, pool)
     print("\nGoals (on data the parameters were not chosen on):")
     results = goals(summary["holdout_set"], public_multi, summary.get("known_spells_holdout"))
     for what, ok, fig in results:

@@ -39,12 +39,26 @@ def _multi_zone(**kw) -> PlacementPolicy:
     return MultiZonePolicy(**kw)
 
 
+def _expected_cost(**kw) -> PlacementPolicy:
+    from launcher.policies.expected_cost import ExpectedCostPolicy
+
+    return ExpectedCostPolicy(**kw)
+
+
+def _expected_cost_multi_zone(**kw) -> PlacementPolicy:
+    from launcher.policies.expected_cost import ExpectedCostMultiZonePolicy
+
+    return ExpectedCostMultiZonePolicy(**kw)
+
+
 _PLACEMENT: dict[str, Callable[..., PlacementPolicy]] = {
     "on-demand": _on_demand,
     "greedy": _greedy,
     "uniform-progress": _uniform_progress,
     "deadline-aware": _deadline_aware,
     "multi-zone": _multi_zone,
+    "expected-cost": _expected_cost,
+    "expected-cost-multi-zone": _expected_cost_multi_zone,
 }
 
 DEFAULT_WITH_DEADLINE = "deadline-aware"

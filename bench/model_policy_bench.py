@@ -1,0 +1,150 @@
+"""The `expected-cost` policy against the simple policies, tuning set and judging sets kept apart
+(`bench_policies.py --model` runs it; `bench_policies.py` alone runs it after the older tables).
+
+- **Tuning set**: `launcher.simulation.synthetic` (the generator the policies' parameters were chosen on).
+- **Judging sets**: the public Can't Be Late traces (no generator made them) and
+  `launcher.simulation.synthetic_shifted` (a second generator of different structure, frozen before
+  tuning, seeds `JUDGING_SEEDS`, never tuned on).
+
+Per set and regime (collection, for the public traces): single-zone cost / exact optimum, mean and
+worst, and deadline misses for greedy, uniform progress, deadline-aware and expected-cost, measured
+in the same run; `expected-cost-multi-zone` (3 zones, the public zone groups) against
+`expected-cost` in its home zone, worst per case; the time per decision of expected-cost; and the
+issue's goal lines, each PASS or FAIL, for each judging set.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+
+from launcher.policies.base import PlacementPolicy
+from launcher.policies.registry import get_placement_policy
+from launcher.simulation import synthetic, synthetic_shifted
+from launcher.simulation.engine import SimCase, simulate
+from launcher.simulation.omniscient import omniscient_cost
+
+POLICIES = ("greedy", "uniform-progress", "deadline-aware", "expected-cost")
+MODEL = "expected-cost"
+MULTI = "expected-cost-multi-zone"
+ZONES = 3
+HOURS = 130.0
+TUNE_SEEDS = (0, 1, 2)
+
+
+class Timed(PlacementPolicy):
+    """A policy whose decisions are timed (perf_counter around `decide`)."""
+
+    def __init__(self, inner: PlacementPolicy) -> None:
+        self.inner, self.name, self.multi_zone = inner, inner.name, inner.multi_zone
+        self.seconds, self.calls, self.worst = 0.0, 0, 0.0
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def decide(self, state):
+        t0 = time.perf_counter()
+        d = self.inner.decide(state)
+        dt = time.perf_counter() - t0
+        self.seconds += dt
+        self.calls += 1
+        self.worst = max(self.worst, dt)
+        return d
+
+
+def _rest(case: SimCase) -> tuple:
+    return (case.start_tick, case.work_hours, case.deadline_hours, case.overhead_hours, case.on_demand_price,
+            case.spot_price)  # fmt: skip
+
+
+def row(args: tuple[SimCase, str, bool]) -> dict:
+    """One case: every single-zone policy in the home zone (zone 0); with `multi`, also the
+    multi-zone policy over all zones."""
+    case, group, multi = args
+    home = SimCase(case.traces[:1], *_rest(case))
+    out: dict = {"group": group, "opt": omniscient_cost(home)}
+    for name in POLICIES:
+        pol = Timed(get_placement_policy(name))
+        t0 = time.perf_counter()
+        r = simulate(pol, home)
+        out[name] = (r.cost, not r.met_deadline)
+        if name == MODEL:
+            out["case_s"] = time.perf_counter() - t0
+            out["decide_s"], out["decisions"], out["worst_decide_s"] = pol.seconds, pol.calls, pol.worst
+    if multi and len(case.traces) > 1:
+        r = simulate(get_placement_policy(MULTI), case)
+        out[MULTI] = (r.cost, not r.met_deadline)
+    return out
+
+
+def synth_tasks(module, regimes, seeds, grid) -> list[tuple[SimCase, str, bool]]:
+    out = []
+    for regime in regimes:
+        for seed in seeds:
+            traces = module.generate(regime, zones=ZONES, hours=HOURS, seed=seed)
+            out += [(c, regime, True) for c in grid(traces)]
+    return out
+
+
+def table(title: str, rows: list[dict]) -> dict:
+    """Per group: cost / optimum (mean, worst, misses) per policy; multi-zone against its
+    single-zone twin; returns the figures the goals read."""
+    groups = sorted({r["group"] for r in rows})
+    print(f"\n{title}: cost / exact optimum, mean  worst  misses")
+    print(f"{'regime':<30}{'cases':>6}" + "".join(f"{p:>26}" for p in POLICIES) + f"{'worst mz/single':>17}")
+    out: dict = {}
+    for g in (*groups, "all"):
+        sub = [r for r in rows if g in ("all", r["group"]) and r["opt"]]
+        if not sub:
+            continue
+        o: dict = {}
+        cells = []
+        for p in POLICIES:
+            ratios = [r[p][0] / r["opt"] for r in sub]
+            o[p] = {"mean": statistics.fmean(ratios), "worst": max(ratios), "misses": sum(r[p][1] for r in sub)}
+            cells.append(f"{o[p]['mean']:>9.3f} {o[p]['worst']:>7.3f} {o[p]['misses']:>4d}    ")
+        mz = [r[MULTI][0] / r[MODEL][0] for r in sub if MULTI in r]
+        if mz:
+            o[MULTI] = {"worst_vs_single": max(mz), "over_1_02": sum(x > 1.02 for x in mz),
+                        "misses": sum(r[MULTI][1] for r in sub if MULTI in r), "cases": len(mz)}
+        out[g] = o
+        print(f"{g:<30}{len(sub):>6}" + "".join(f"{c:>26}" for c in cells)
+              + (f"{max(mz):>11.3f} ({o[MULTI]['over_1_02']} > 1.02)" if mz else ""))
+    return out
+
+
+def speed(rows: list[dict]) -> dict:
+    n = sum(r["decisions"] for r in rows)
+    s = sum(r["decide_s"] for r in rows)
+    worst = max(r["worst_decide_s"] for r in rows)
+    per80 = statistics.fmean(r["case_s"] for r in rows) * 80
+    return {"ms_per_decision": 1000 * s / n, "worst_ms": 1000 * worst, "seconds_per_80_cases": per80, "decisions": n}
+
+
+def goals(name: str, figs: dict) -> list[tuple[str, bool, str]]:
+    a = figs["all"]
+    m = a[MODEL]
+    behind = []
+    for g, v in figs.items():
+        if g == "all":
+            continue
+        best = min(v["greedy"]["mean"], v["uniform-progress"]["mean"])
+        if v[MODEL]["mean"] > best * 1.005:
+            behind.append(f"{g} ({MODEL} {v[MODEL]['mean']:.3f}, greedy {v['greedy']['mean']:.3f}, "
+                          f"uniform-progress {v['uniform-progress']['mean']:.3f})")
+    ref = f"(greedy {a['greedy']['mean']:.3f} / {a['greedy']['worst']:.3f}, uniform-progress " \
+          f"{a['uniform-progress']['mean']:.3f} / {a['uniform-progress']['worst']:.3f}, deadline-aware " \
+          f"{a['deadline-aware']['mean']:.3f} / {a['deadline-aware']['worst']:.3f})"
+    out = [
+        (f"[{name}] mean <= 1.05x optimum", m["mean"] <= 1.05, f"{m['mean']:.3f} {ref}"),
+        (f"[{name}] worst <= 1.3x optimum", m["worst"] <= 1.3, f"{m['worst']:.3f}"),
+        (f"[{name}] 0 deadline misses", m["misses"] == 0 and a.get(MULTI, {}).get("misses", 0) == 0,
+         f"single {m['misses']}, multi-zone {a.get(MULTI, {}).get('misses', 0)}"),
+        (f"[{name}] no regime where uniform progress or greedy is cheaper by > 0.5%", not behind, "; ".join(behind)),
+    ]
+    if MULTI in a:
+        w = a[MULTI]["worst_vs_single"]
+        out.append((f"[{name}] multi-zone never > 2% dearer than single-zone (any case)", w <= 1.02,
+                    f"worst {w:.3f}, {a[MULTI]['over_1_02']} of {a[MULTI]['cases']} cases above 1.02"))
+    return out

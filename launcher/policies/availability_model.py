@@ -1,0 +1,127 @@
+"""A per-zone model of spot availability learnt from what a run observes: the `expected-cost` policy's model.
+
+Capacity in a zone is a two-state (up / down) Markov chain in continuous time whose rates depend on the
+hour of the day (hours of the run's clock, modulo 24: the run sees its own age, not the wall clock, so
+a daily cycle is learnt in the run's phase). Rates carry their uncertainty as Gamma posteriors:
+
+    overall rate up->down   ~ Gamma(w + ends seen,         w * prior_up_hours + time seen up)
+    rate up->down in hour h ~ Gamma(c + ends seen in h,    c / overall mean + time seen up in h)
+
+(likewise down->up), so an hour with little evidence falls back on the zone's overall rate, and the
+overall rate on the prior (`prior_up_hours`, from the offer's interruption band when the controller
+knows it). The running spell counts as time seen (the exposure estimator: a zone up for a day is not
+called short because its only completed spell was the truncated first one).
+
+Predictions use the posterior predictive, not only the mean rate: the chance that an up spell
+survives `dt` hours is E[exp(-λ dt)] = (β / (β + dt))^α, heavier-tailed than exp(-mean λ dt) while
+evidence is thin (a few spells), converging to it as spells are seen.
+"""
+
+from __future__ import annotations
+
+import math
+
+HOURS_PER_DAY = 24
+
+
+class ZoneModel:
+    """One zone's spells up and down, by hour of the run's day."""
+
+    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "bin_weight", "_state", "_since", "_last",
+                 "_exp", "_ends", "_bexp", "_bends")  # fmt: skip
+
+    def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 0.5,
+                 bin_weight: float = 1.0) -> None:  # fmt: skip
+        if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight) <= 0:
+            raise ValueError("model priors and weights must be > 0")
+        self.prior_up_hours = prior_up_hours
+        self.prior_down_hours = prior_down_hours
+        self.prior_weight = prior_weight
+        self.bin_weight = bin_weight
+        self._state: bool | None = None  # up now?
+        self._since = 0.0  # when the current spell was first seen
+        self._last = 0.0  # last observation time
+        self._exp = [0.0, 0.0]  # time seen [down, up], completed part (the running spell is added on read)
+        self._ends = [0, 0]  # spells ended [down->up, up->down]
+        self._bexp = [[0.0] * HOURS_PER_DAY, [0.0] * HOURS_PER_DAY]  # per hour bin, time seen [down, up]
+        self._bends = [[0] * HOURS_PER_DAY, [0] * HOURS_PER_DAY]  # per hour bin, spells ended [down, up]
+
+    # ---- observing ------------------------------------------------------------------------------
+    def observe(self, now_hours: float, up: bool) -> None:
+        if self._state is None:
+            self._state, self._since, self._last = up, now_hours, now_hours
+            return
+        dt = now_hours - self._last
+        if dt < 0:
+            return
+        s = int(self._state)
+        if dt > 0:
+            self._add_time(s, self._last, now_hours)
+        if up != self._state:
+            if now_hours == self._since:
+                self._state = up  # asked twice at one instant: no spell was seen
+                return
+            self._exp[s] += now_hours - self._since
+            self._ends[s] += 1
+            self._bends[s][int(now_hours % HOURS_PER_DAY)] += 1
+            self._state, self._since = up, now_hours
+        self._last = now_hours
+
+    def _add_time(self, s: int, t0: float, t1: float) -> None:
+        row = self._bexp[s]
+        while t1 - t0 > 1e-12:
+            h = int(t0 % HOURS_PER_DAY)
+            edge = min(t1, math.floor(t0) + 1.0)
+            row[h] += edge - t0
+            t0 = edge
+
+    def seed_up(self, hours: float, ended: int) -> None:
+        """Evidence from before this run: `hours` on the zone's spot capacity, `ended` of them by a
+        preemption (no hour of day: it goes to the overall rate only)."""
+        self._exp[1] += max(0.0, hours)
+        self._ends[1] += max(0, ended)
+
+    # ---- reading --------------------------------------------------------------------------------
+    @property
+    def up(self) -> bool:
+        return bool(self._state)
+
+    @property
+    def age_hours(self) -> float:
+        return self._last - self._since if self._state is not None else 0.0
+
+    def _posterior(self, s: int) -> tuple[float, float]:
+        """(alpha, beta) of the overall rate of leaving state s (s = 1: up->down)."""
+        prior = self.prior_up_hours if s else self.prior_down_hours
+        seen = self._exp[s] + (self._last - self._since if self._state is not None and int(self._state) == s else 0.0)
+        return self.prior_weight + self._ends[s], self.prior_weight * prior + seen
+
+    def mean_hours(self, s: int) -> float:
+        """Posterior mean spell in state s (1 = up), the predictive mean E[1/λ] when it exists."""
+        a, b = self._posterior(s)
+        return b / (a - 1.0) if a > 1.5 else b / a
+
+    def rate_posterior(self, s: int, hour: int) -> tuple[float, float]:
+        """(alpha, beta) of the rate of leaving state s in hour-of-day bin `hour`."""
+        a, b = self._posterior(s)
+        c = self.bin_weight
+        # The running spell's time is already in the bins (added as observed).
+        return c + self._bends[s][hour], c * b / a + self._bexp[s][hour]
+
+    def survival(self, s: int, hour: int, dt: float) -> float:
+        """Posterior predictive chance that a spell in state s, at hour-of-day `hour`, lasts `dt` more hours."""
+        a, b = self.rate_posterior(s, hour)
+        return (b / (b + dt)) ** a
+
+    def daily_profile(self) -> list[float]:
+        """Expected share of time up per hour of the run's day (from the per-hour rates)."""
+        out = []
+        for h in range(HOURS_PER_DAY):
+            a1, b1 = self.rate_posterior(1, h)
+            a0, b0 = self.rate_posterior(0, h)
+            up_rate, down_rate = a1 / b1, a0 / b0  # leave up, leave down
+            out.append(down_rate / (up_rate + down_rate))
+        return out
+
+    def seen_hours(self) -> float:
+        return sum(self._exp) + (self._last - self._since if self._state is not None else 0.0)
