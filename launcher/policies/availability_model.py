@@ -4,10 +4,11 @@ Capacity in a zone is a two-state (up / down) Markov chain in continuous time wh
 hour of the day (hours of the run's clock, modulo 24: the run sees its own age, not the wall clock, so
 a daily cycle is learnt in the run's phase). Rates carry their uncertainty as Gamma posteriors:
 
-    overall rate up->down   ~ Gamma(w + ends seen,         w * prior_up_hours + time seen up)
-    rate up->down in hour h ~ Gamma(c + ends seen in h,    c / overall mean + time seen up in h)
+    overall rate up->down   ~ Gamma(w + ends seen,           w * prior_up_hours + time seen up)
+    rate up->down in hour h ~ Gamma(c * overall + ends in h, c + time seen up in h)
 
-(likewise down->up), so an hour with little evidence falls back on the zone's overall rate, and the
+(likewise down->up; `c` = `bin_weight_hours` of pseudo-observation), so an hour with little evidence
+falls back on the zone's overall rate, and the
 overall rate on the prior (`prior_up_hours`, from the offer's interruption band when the controller
 knows it). The running spell counts as time seen (the exposure estimator: a zone up for a day is not
 called short because its only completed spell was the truncated first one).
@@ -63,7 +64,8 @@ class ZoneModel:
                 return
             self._exp[s] += now_hours - self._since
             self._ends[s] += 1
-            self._bends[s][int(now_hours % HOURS_PER_DAY)] += 1
+            # The change happened between the last observation and this one: its hour is theirs.
+            self._bends[s][int(((self._last + now_hours) / 2) % HOURS_PER_DAY)] += 1
             self._state, self._since = up, now_hours
         self._last = now_hours
 
@@ -97,31 +99,35 @@ class ZoneModel:
         return self.prior_weight + self._ends[s], self.prior_weight * prior + seen
 
     def mean_hours(self, s: int) -> float:
-        """Posterior mean spell in state s (1 = up), the predictive mean E[1/λ] when it exists."""
+        """Mean spell in state s (1 = up): time seen in it over spells seen ending, with the prior."""
         a, b = self._posterior(s)
-        return b / (a - 1.0) if a > 1.5 else b / a
+        return b / a
 
     def rate_posterior(self, s: int, hour: int) -> tuple[float, float]:
         """(alpha, beta) of the rate of leaving state s in hour-of-day bin `hour`."""
         a, b = self._posterior(s)
         c = self.bin_weight
         # The running spell's time is already in the bins (added as observed).
-        return c + self._bends[s][hour], c * b / a + self._bexp[s][hour]
+        return c * a / b + self._bends[s][hour], c + self._bexp[s][hour]
 
-    def survival(self, s: int, hour: int, dt: float) -> float:
-        """Posterior predictive chance that a spell in state s, at hour-of-day `hour`, lasts `dt` more hours."""
-        a, b = self.rate_posterior(s, hour)
-        return (b / (b + dt)) ** a
+    def survival(self, s: int, t: float, dt: float) -> float:
+        """Posterior predictive chance that a spell in state s at run time `t` (hours) lasts `dt`
+        more hours: the product over the hours of the day it crosses."""
+        out = 1.0
+        end = t + dt
+        while end - t > 1e-12:
+            edge = min(end, math.floor(t) + 1.0)
+            a, b = self.rate_posterior(s, int(t % HOURS_PER_DAY))
+            out *= (b / (b + edge - t)) ** a
+            t = edge
+        return out
 
     def daily_profile(self) -> list[float]:
-        """Expected share of time up per hour of the run's day (from the per-hour rates)."""
-        out = []
-        for h in range(HOURS_PER_DAY):
-            a1, b1 = self.rate_posterior(1, h)
-            a0, b0 = self.rate_posterior(0, h)
-            up_rate, down_rate = a1 / b1, a0 / b0  # leave up, leave down
-            out.append(down_rate / (up_rate + down_rate))
-        return out
+        """Share of time up per hour of the run's day, leaning on the zone's overall share (worth
+        one hour of observation) where an hour has been seen little."""
+        up_all, down_all = self.mean_hours(1), self.mean_hours(0)
+        share = up_all / (up_all + down_all)
+        return [(share + u) / (1.0 + u + d) for u, d in zip(self._bexp[1], self._bexp[0])]
 
     def seen_hours(self) -> float:
         return sum(self._exp) + (self._last - self._since if self._state is not None else 0.0)

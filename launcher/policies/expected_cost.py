@@ -70,7 +70,7 @@ class ExpectedCostPolicy(PlacementPolicy):
         prior_up_hours: float = 1.0,
         prior_down_hours: float = 2.0,
         prior_weight: float = 0.5,
-        bin_weight: float = 1.0,
+        bin_weight: float = 2.0,
         max_steps: int = 48,
         resolve_hours: float = 1.0,
         experts: bool = True,
@@ -84,8 +84,8 @@ class ExpectedCostPolicy(PlacementPolicy):
         """Defaults chosen on the tuning generator only (`launcher.simulation.synthetic`, seeds 0-14).
         `prior_*`: the spells assumed before any is seen, worth `prior_weight` spells (per zone,
         `zone_prior_up_hours` overrides the up spell: the controller derives it from the offers'
-        interruption bands); `bin_weight`: how many spells' worth an hour of the day leans on the
-        zone's overall rate; `max_steps`: the DP's time steps to the deadline; `resolve_hours`: how
+        interruption bands); `bin_weight`: how many hours of observation an hour of the day's rates
+        lean on the zone's overall rates; `max_steps`: the DP's time steps to the deadline; `resolve_hours`: how
         often the DP is solved again; `experts`: replay greedy and uniform progress and follow the
         best when it is ahead by more than `switch_overheads` restarts at the on-demand price plus
         `noise_fraction` of the job's on-demand cost; `move_margin` / `od_start_margin`: in
@@ -168,19 +168,19 @@ class ExpectedCostPolicy(PlacementPolicy):
     def _step_model(self, spot: ZoneModel, t: float, dt: float) -> StepModel:
         a = self._avail_model()
         h = int(t % HOURS_PER_DAY)
-        s_up, s_up_half = a.survival(1, h, dt), a.survival(1, h, dt / 2)
-        back, back_half = 1.0 - a.survival(0, h, dt), 1.0 - a.survival(0, h, dt / 2)
-        surv = spot.survival(1, h, dt)
+        s_up, s_up_half = a.survival(1, t, dt), a.survival(1, t, dt / 2)
+        back, back_half = 1.0 - a.survival(0, t, dt), 1.0 - a.survival(0, t, dt / 2)
+        surv = spot.survival(1, t, dt)
         al, be = spot.rate_posterior(1, h)
         mu = min(dt, max(0.0, _mean_up_if_preempted(al / be, dt)))
-        q = 1.0 - spot.survival(0, h, max(0.0, dt - mu))
+        q = 1.0 - spot.survival(0, t + mu, max(0.0, dt - mu))
         if self.multi_zone and len(self.models) > 1:
             u, d = a.mean_hours(1), a.mean_hours(0)
             q = max(q, u / (u + d))  # another zone may still have capacity
         al0, be0 = a.rate_posterior(0, h)
         back_at = min(dt, max(0.0, _mean_up_if_preempted(al0 / be0, dt)))
         rest = dt - back_at
-        surv_rest = spot.survival(1, h, rest)
+        surv_rest = spot.survival(1, t + back_at, rest)
         mu_rest = min(rest, max(0.0, _mean_up_if_preempted(al / be, rest))) if rest > 0 else 0.0
         return StepModel(s_up + (1 - s_up) * back_half, back * s_up_half, surv, mu, q, back_at, surv_rest, mu_rest)
 
@@ -194,11 +194,10 @@ class ExpectedCostPolicy(PlacementPolicy):
         if not zs:
             return None
         t = state.elapsed_hours
-        h = int(t % HOURS_PER_DAY)
 
         def key(z: int) -> tuple:
             m = self.models[z]
-            return (round(-math.log(max(m.survival(1, h, 1.0), 1e-300)), 9), z != state.current_zone, z)
+            return (round(-math.log(max(m.survival(1, t, 1.0), 1e-300)), 9), z != state.current_zone, z)
 
         return min(zs, key=key)
 
