@@ -99,6 +99,9 @@ class PlacementDriver:
         self.log: list[Decision] = []  # every decision, in order (the replay proof compares it)
         self._last: tuple | None = None
         self.last_zone = 0
+        if getattr(policy, "band_priors", False):  # priors that outlive `reset`: set before it
+            for i, s in enumerate(self.zones):
+                policy.seed_prior(i, band_prior_up_hours(s))
         policy.reset()
         self.history = {i: history[s.offer] for i, s in enumerate(self.zones) if history and s.offer in history}
         for i, h in self.history.items():
@@ -198,13 +201,44 @@ class PlacementDriver:
         return data
 
 
+# Recovery policy -> the placement policies its controller consults (one zone, several zones).
+PLACEMENT_BY_RECOVERY: dict[str, tuple[str, str]] = {
+    "deadline-aware": ("deadline-aware", "multi-zone"),
+    "expected-cost": ("expected-cost", "expected-cost-multi-zone"),
+}
+
+
+def band_prior_up_hours(offer: ScoredOffer, base_hours: float = 1.0) -> float:
+    """Prior mean up spell of a zone from its offer's interruption hazard (its Spot Advisor band):
+    `base_hours` for AWS's average band, longer for calmer bands, shorter for busier ones, within
+    0.25x-4x of it. The bands are monthly shares of instances interrupted, far from the hour-scale
+    spells of the traces, so only their ratio is used, and the run's own spells soon outweigh it."""
+    from pricing.risk import CLOUD_DEFAULTS
+
+    h = offer.hazard_per_hour
+    if h is None or h <= 0:
+        return base_hours
+    return min(4.0, max(0.25, CLOUD_DEFAULTS["aws"] / h)) * base_hours
+
+
 def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, has_deadline: bool) -> PlacementPolicy | None:
     """The placement policy a run's controller consults at every tick-equivalent: with a deadline
     and the `deadline-aware` recovery policy (the default then), `multi-zone` when the plan offers
-    spot in several places, else `deadline-aware`. Other recovery policies keep their own rule."""
-    if not has_deadline or recovery.name != "deadline-aware":
+    spot in several places, else `deadline-aware`; with `expected-cost`, `expected-cost-multi-zone`
+    or `expected-cost` (priors of each zone's spells from its interruption band, given by `PlacementDriver`).
+    Other recovery policies keep their own rule."""
+    if not has_deadline or recovery.name not in PLACEMENT_BY_RECOVERY:
         return None
-    spots = {_key(s.offer) for s in ranked if s.offer.spot}
+    seen: set[tuple] = set()
+    spots = []
+    for s in ranked:
+        if s.offer.spot and _key(s.offer) not in seen:
+            seen.add(_key(s.offer))
+            spots.append(s)
     if not spots:
         return None  # nothing to wait for or move to: the recovery policy places on-demand at once
-    return get_placement_policy("multi-zone" if len(spots) > 1 else "deadline-aware")
+    single, multi = PLACEMENT_BY_RECOVERY[recovery.name]
+    name = multi if len(spots) > 1 else single
+    if recovery.name == "expected-cost":  # its zones' priors come from their bands (PlacementDriver)
+        return get_placement_policy(name, band_priors=True)
+    return get_placement_policy(name)

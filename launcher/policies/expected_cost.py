@@ -77,14 +77,15 @@ class ExpectedCostPolicy(PlacementPolicy):
         switch_overheads: float = 2.0,
         noise_fraction: float = 0.005,
         zone_prior_up_hours: tuple[float, ...] | None = None,
+        band_priors: bool = False,
         move_margin: float = 0.0,
         od_start_margin: float = 1.0,
         poll_hours: float = DEFAULT_POLL_HOURS,
     ) -> None:
         """Defaults chosen on the tuning generator only (`launcher.simulation.synthetic`, seeds 0-14).
         `prior_*`: the spells assumed before any is seen, worth `prior_weight` spells (per zone,
-        `zone_prior_up_hours` overrides the up spell: the controller derives it from the offers'
-        interruption bands); `bin_weight`: how many hours of observation an hour of the day's rates
+        `zone_prior_up_hours` overrides the up spell; with `band_priors` the controller seeds each
+        zone's from its offer's interruption band, `seed_prior`); `bin_weight`: how many hours of observation an hour of the day's rates
         lean on the zone's overall rates; `max_steps`: the DP's time steps to the deadline; `resolve_hours`: how
         often the DP is solved again; `experts`: replay greedy and uniform progress and follow the
         best when it is ahead by more than `switch_overheads` restarts at the on-demand price plus
@@ -110,14 +111,24 @@ class ExpectedCostPolicy(PlacementPolicy):
         self.move_margin = move_margin
         self.od_start_margin = od_start_margin
         self.zone_prior_up_hours = tuple(zone_prior_up_hours) if zone_prior_up_hours else None
+        self.band_priors = band_priors  # the controller seeds each zone's prior from its band
+        self._zone_priors: dict[int, float] = {}
         self.poll_hours = poll_hours
         self.reset()
 
     # ---- per-run state --------------------------------------------------------------------------
+    def seed_prior(self, zone: int, up_hours: float) -> None:
+        """A zone's prior mean up spell (from its offer's interruption band); kept across `reset`."""
+        if up_hours <= 0:
+            raise ValueError("a prior up spell must be > 0")
+        self._zone_priors[zone] = up_hours
+
     def _model(self, z: int | None) -> ZoneModel:
         up = self.prior_up_hours
         if z is not None and self.zone_prior_up_hours and z < len(self.zone_prior_up_hours):
             up = self.zone_prior_up_hours[z]
+        if z is not None and z in self._zone_priors:
+            up = self._zone_priors[z]
         return ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight)
 
     def reset(self) -> None:

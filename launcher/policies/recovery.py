@@ -8,6 +8,8 @@ Registered by name (`get_recovery_policy`, `names`); a task spec picks one with
 - `next-offer`: the next offer in the ranking after the one that ended, wrapping around, with
   regions that preempted us at least `penalize_after` (2) times moved to the back.
 - `on-demand`: the cheapest on-demand offer (price per hour, then rank).
+- `expected-cost`: the same, asking the `expected-cost` placement policy (and, in the controller, its
+  multi-zone twin when the plan offers spot in several places).
 - `deadline-aware`: asks the `deadline-aware` placement policy (the same object `launcher simulate`
   runs) for spot / on-demand / wait given `ctx.state`, then takes the best ranked offer of that kind
   (spot offers in the `next-offer` order). Without a state it behaves like `next-offer`.
@@ -133,11 +135,21 @@ class DeadlineAwareRecoveryPolicy(RecoveryPolicy):
         return RecoveryDecision(None, DEFAULT_WAIT_SECONDS, "no enabled offer")
 
 
+class ExpectedCostRecoveryPolicy(DeadlineAwareRecoveryPolicy):
+    """The same adapter over the `expected-cost` placement policy (`launcher: recovery: expected-cost`)."""
+
+    name = "expected-cost"
+
+    def __init__(self, penalize_after: int = 2, placement: str = "expected-cost", **placement_params) -> None:
+        super().__init__(penalize_after, placement, **placement_params)
+
+
 _RECOVERY: dict[str, Callable[..., RecoveryPolicy]] = {
     "same-offer": SameOfferPolicy,
     "next-offer": NextOfferPolicy,
     "on-demand": OnDemandRecoveryPolicy,
     "deadline-aware": DeadlineAwareRecoveryPolicy,
+    "expected-cost": ExpectedCostRecoveryPolicy,
 }
 
 
