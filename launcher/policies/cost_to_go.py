@@ -187,6 +187,19 @@ def solve(t0: float, time_left: float, work_left: float, prices: Prices, step_mo
           penalty_per_hour: float | None = None) -> ValueTable:  # fmt: skip
     """Backward induction from the deadline. `step_model(t_hours, dt)` gives the StepModel of the step
     starting at absolute run time `t_hours`."""
+    it = solve_in_chunks(t0, time_left, work_left, prices, step_model, max_steps=max_steps,
+                         penalty_per_hour=penalty_per_hour, chunk=1 << 30)  # fmt: skip
+    while True:
+        try:
+            next(it)
+        except StopIteration as done:
+            return done.value
+
+
+def solve_in_chunks(t0: float, time_left: float, work_left: float, prices: Prices, step_model, *, max_steps: int = 96,
+                    penalty_per_hour: float | None = None, chunk: int = 12):  # fmt: skip
+    """`solve` as a generator that pauses after every `chunk` time steps (so a decision never waits
+    for a whole solve); its return value is the ValueTable."""
     o = prices.overhead_hours
     step = max(time_left / max_steps, 2.0 * o, 1e-3)
     n = max(1, math.floor(time_left / step + 1e-9))
@@ -197,6 +210,8 @@ def solve(t0: float, time_left: float, work_left: float, prices: Prices, step_mo
     v = np.empty((n + 1, STATES, k))
     v[n] = pen * w
     for i in range(n - 1, -1, -1):
+        if (n - 1 - i) and (n - 1 - i) % chunk == 0:
+            yield None
         q = q_values(v[i + 1], w, step, step_model(t0 + i * step, step), prices)
         for s, acts in ACTIONS.items():
             row = q[acts[0]]

@@ -32,13 +32,14 @@ from dataclasses import replace
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
 from launcher.policies.baselines import GreedyPolicy, UniformProgressPolicy
-from launcher.policies.cost_to_go import D0, D1, N0, N1, Prices, StepModel, ValueTable, q_values, solve
+from launcher.policies.cost_to_go import D0, D1, N0, N1, Prices, StepModel, ValueTable, q_values, solve_in_chunks
 from launcher.policies.deadline_aware import prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot
 from launcher.policies.shadow import ShadowRun
 
 SELF = "model"
 BASELINES = ("greedy", "uniform-progress")
+SOLVE_CHUNK = 12  # DP time steps per decision while a new table is being solved
 _CYCLE_SHOWN = 0.3  # a daily profile whose hours differ by this much in share up is called a cycle
 
 
@@ -139,6 +140,9 @@ class ExpectedCostPolicy(PlacementPolicy):
         self._table_zone = 0
         self._solved_at = -math.inf
         self._solves = 0
+        self._pending = None  # a solve in progress (generator), advanced one chunk per decision instant
+        self._pending_t = -math.inf
+        self._pending_zone = 0
         self._last_obs: float | None = None
         self.shadows: dict[str, ShadowRun] = {}
         if self.experts:
@@ -213,7 +217,15 @@ class ExpectedCostPolicy(PlacementPolicy):
         return min(zs, key=key)
 
     def _resolve(self, state: DecisionState, prices_: Prices) -> None:
+        """Solve the DP again every `resolve_hours`: the first time at once, later in chunks of
+        `SOLVE_CHUNK` steps, one chunk per decision instant, deciding on the last table meanwhile
+        (so no decision waits for a whole solve)."""
         t = state.elapsed_hours
+        if self._pending is not None:
+            if t > self._pending_t:
+                self._pending_t = t
+                self._advance()
+            return
         if self.table is not None and t - self._solved_at < self.resolve_hours - 1e-9:
             return
         z = self._best_zone(state, only_up=False) or 0
@@ -223,10 +235,21 @@ class ExpectedCostPolicy(PlacementPolicy):
         if left <= 0:
             self.table = None
             return
-        self.table = solve(t, left, work, prices_, lambda tt, dt: self._step_model(spot, tt, dt), max_steps=self.max_steps)
-        self._table_zone = z
-        self._solved_at = t
-        self._solves += 1
+        self._pending = solve_in_chunks(t, left, work, prices_, lambda tt, dt: self._step_model(spot, tt, dt),
+                                        max_steps=self.max_steps, chunk=SOLVE_CHUNK)  # fmt: skip
+        self._pending_t, self._pending_zone, self._solved_at = t, z, t
+        first = self.table is None
+        self._advance()
+        while first and self._pending is not None:
+            self._advance()
+
+    def _advance(self) -> None:
+        try:
+            next(self._pending)
+        except StopIteration as done:
+            self.table, self._table_zone = done.value, self._pending_zone
+            self._pending = None
+            self._solves += 1
 
     # ---- the model's rule -------------------------------------------------------------------------
     def _q(self, state: DecisionState, zone: int, prices_: Prices) -> dict[str, float] | None:
@@ -311,7 +334,7 @@ class ExpectedCostPolicy(PlacementPolicy):
         work = max(0.0, state.work_total_hours - sh.done)
         if tab is None or work <= 0:
             return sh.cost
-        i = min(tab.n, max(0, round((state.elapsed_hours - tab.t0) / tab.step)))
+        i = min(tab.n, max(0, math.floor((state.elapsed_hours - tab.t0) / tab.step + 0.5 + 1e-6)))
         up = self._up(state)
         if sh.held is Choice.SPOT and state.spot_available[min(sh.zone, len(state.spot_available) - 1)]:
             s = 2
@@ -321,19 +344,21 @@ class ExpectedCostPolicy(PlacementPolicy):
             s = N1 if up else N0
         return sh.cost + tab.value(i, s, work)
 
+    def _margin(self, state: DecisionState) -> float:
+        od, _ = prices(state)
+        return self.switch_overheads * state.restart_overhead_hours * od + self.noise_fraction * od * state.work_total_hours
+
     def _choose_leader(self, state: DecisionState) -> tuple[str, dict[str, float]]:
         scores = {n: self._score(n, state) for n in self.shadows}
-        od, _ = prices(state)
-        margin = self.switch_overheads * state.restart_overhead_hours * od + self.noise_fraction * od * state.work_total_hours
         best = min(scores, key=lambda n: (scores[n], n != self.leader))
-        if best != self.leader and scores[best] < scores[self.leader] - margin:
+        if best != self.leader and scores[best] < scores[self.leader] - self._margin(state):
             self.leader = best
         return self.leader, scores
 
     def _follow(self, state: DecisionState, name: str, scores: dict[str, float]) -> Decision:
         sh = self.shadows[name]
-        ahead = scores[SELF] - scores[name]
-        tag = f"{name} replayed on the capacity seen is ahead of the model's rule by ${ahead:.2f}: follow it"
+        tag = (f"following {name}: replayed on the capacity seen it scores ${scores[name]:.0f} (paid + expected to "
+               f"finish) against ${scores[SELF]:.0f} for the model's rule; the lead changes at ${self._margin(state):.2f}")
         if sh.held is Choice.SPOT and state.spot_available[sh.zone]:
             return Decision(Choice.SPOT, sh.zone, f"{tag} (spot in zone {sh.zone})")
         if sh.held is Choice.ON_DEMAND:
@@ -350,7 +375,9 @@ class ExpectedCostPolicy(PlacementPolicy):
         if g <= 0:
             return state
         snap = lambda h: round(h / g) * g  # noqa: E731
+        deadline = None if state.deadline_hours is None else snap(state.deadline_hours)
         return replace(state, elapsed_hours=snap(state.elapsed_hours), work_done_hours=snap(state.work_done_hours),
+                       deadline_hours=deadline,
                        work_total_hours=snap(state.work_total_hours),
                        overhead_remaining_hours=snap(state.overhead_remaining_hours))  # fmt: skip
 
