@@ -33,11 +33,12 @@ each interval with the bucket, so an attempt that crosses midnight is shared bet
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
 
+from launcher.cost.attempts import AttemptColumns, Intervals, billed_intervals, bucket_first, explode, overlap, segments  # noqa: F401 - explode, overlap, bucket_first: the report's too
 from launcher.cost.window import Window
 from launcher.cost.storage import DEFAULT_STORAGE_USD_PER_GB_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
 
@@ -91,6 +92,41 @@ def _col(attempts: pd.DataFrame, name: str) -> np.ndarray:
     return np.full(len(attempts), np.nan)
 
 
+def _columns(attempts: pd.DataFrame) -> AttemptColumns:
+    return AttemptColumns(
+        started_at=attempts["started_at"].to_numpy(dtype="float64"),
+        ended_at=attempts["ended_at"].to_numpy(dtype="float64"),
+        billed_seconds=attempts["billed_seconds"].to_numpy(dtype="float64"),
+        teardown_at=_col(attempts, "teardown_at"),
+        num_nodes=attempts["num_nodes"].to_numpy(dtype="float64"),
+        price_usd_per_hour=attempts["price_usd_per_hour"].to_numpy(dtype="float64"),
+        on_demand_price_usd_per_hour=attempts["on_demand_price_usd_per_hour"].to_numpy(dtype="float64"),
+        seq=attempts["seq"].to_numpy(),
+        overhead_s=_col(attempts, "overhead_s"),
+        resume_at=_col(attempts, "resume_at"),
+        last_ckpt_at=_col(attempts, "last_ckpt_at"),
+        preempted=attempts["preempted"].to_numpy(dtype=bool),
+    )
+
+
+def _price_changes(attempts: pd.DataFrame, prices: pd.DataFrame | None, *, unique_only: bool) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Attempt row -> (times, per-node prices) in time order, for attempts with price events.
+    `unique_only`: leave out an id that names several rows (else its first row)."""
+    if prices is None or not len(prices) or "attempt_id" not in attempts:
+        return {}
+    ids = attempts["attempt_id"]
+    known = ids.notna().to_numpy()  # ids are loaded only where prices changed
+    pos = pd.Series(np.flatnonzero(known), index=ids.to_numpy()[known])
+    dup = pos.index.duplicated(keep=False) if unique_only else pos.index.duplicated()
+    pos = pos[~dup]
+    out = {}
+    for attempt_id, changes in prices.sort_values("at").groupby("attempt_id", sort=False):
+        i = pos.get(attempt_id)
+        if i is not None:
+            out[int(i)] = (changes["at"].to_numpy(dtype="float64"), changes["price_usd_per_hour"].to_numpy(dtype="float64"))
+    return out
+
+
 def attempt_intervals(attempts: pd.DataFrame, facts: EventFacts, as_of: float) -> pd.DataFrame:
     """Per attempt: billed interval, average rates and the waste intervals (all epoch seconds).
 
@@ -100,130 +136,14 @@ def attempt_intervals(attempts: pd.DataFrame, facts: EventFacts, as_of: float) -
     last_ckpt_at.
     Returns a frame aligned with `attempts` holding: start, job_end, bill_end, billed_s,
     rate_usd_per_hour (all nodes, average over the billed interval), list_rate_usd_per_hour,
-    overhead_end, loss_start, preempted.
+    overhead_end, loss_start, preempted (launcher.cost.attempts.billed_intervals).
     """
-    start = attempts["started_at"].to_numpy(dtype="float64")
-    ended = attempts["ended_at"].to_numpy(dtype="float64")
-    job_end = np.where(np.isnan(ended), np.maximum(as_of, start), ended)
-    billed = attempts["billed_seconds"].to_numpy(dtype="float64")
-    bill_end = np.where(np.isnan(billed), job_end, start + np.maximum(billed, 0.0))
-    teardown = _col(attempts, "teardown_at")
-    bill_end = np.fmax(bill_end, np.where(teardown > start, teardown, np.nan))
-    billed_s = bill_end - start
-
-    nodes = attempts["num_nodes"].to_numpy(dtype="float64")
-    price = attempts["price_usd_per_hour"].to_numpy(dtype="float64")
-    od = attempts["on_demand_price_usd_per_hour"].to_numpy(dtype="float64")
-    rate = price * nodes
-    if len(facts.prices):
-        rate = _apply_price_history(attempts, facts.prices, start, bill_end, price, nodes, rate)
-    list_rate = np.where(np.isnan(od), rate, od * nodes)
-
-    # restart overhead: only recoveries (seq > 1); explicit seconds win over event times
-    seq = attempts["seq"].to_numpy()
-    explicit = _col(attempts, "overhead_s")
-    resume = _col(attempts, "resume_at")
-    overhead_end = np.where(np.isnan(explicit), resume, start + np.nan_to_num(explicit, nan=0.0))
-    overhead_end = np.where((seq > 1) & ~np.isnan(overhead_end), overhead_end, start)
-    overhead_end = np.clip(overhead_end, start, job_end)
-
-    preempted = attempts["preempted"].to_numpy(dtype=bool) & ~np.isnan(ended)
-    last_ckpt = _col(attempts, "last_ckpt_at")
-    useful_from = np.fmax(overhead_end, np.where(last_ckpt <= job_end, last_ckpt, np.nan))
-    loss_start = np.where(preempted, np.minimum(useful_from, job_end), job_end)
-
-    return pd.DataFrame(
-        {
-            "start": start,
-            "job_end": job_end,
-            "bill_end": bill_end,
-            "billed_s": billed_s,
-            "rate_usd_per_hour": rate,
-            "list_rate_usd_per_hour": list_rate,
-            "overhead_end": overhead_end,
-            "loss_start": loss_start,
-            "preempted": preempted,
-        },
-        index=attempts.index,
-    )
+    iv = billed_intervals(_columns(attempts), _price_changes(attempts, facts.prices, unique_only=True), as_of)
+    return pd.DataFrame({f.name: getattr(iv, f.name) for f in fields(Intervals)}, index=attempts.index)
 
 
-def _apply_price_history(
-    attempts: pd.DataFrame,
-    prices: pd.DataFrame,
-    start: np.ndarray,
-    bill_end: np.ndarray,
-    price: np.ndarray,
-    nodes: np.ndarray,
-    rate: np.ndarray,
-) -> np.ndarray:
-    """Average all-node rate over the billed interval for attempts with price events (few)."""
-    rate = rate.copy()
-    pos = pd.Series(np.arange(len(attempts)), index=attempts["attempt_id"].to_numpy())
-    for attempt_id, changes in prices.sort_values("at").groupby("attempt_id", sort=False):
-        i = pos.get(attempt_id)
-        if i is None or isinstance(i, pd.Series):
-            continue
-        s, e = start[i], bill_end[i]
-        if e <= s:
-            continue
-        times = [s] + [t for t in changes["at"].tolist() if s < t < e] + [e]
-        values = [price[i]] + [p for t, p in zip(changes["at"].tolist(), changes["price_usd_per_hour"].tolist()) if s < t < e]
-        cost = sum((t1 - t0) * p for t0, t1, p in zip(times[:-1], times[1:], values))
-        rate[i] = cost / (e - s) * nodes[i]
-    return rate
-
-
-def _piecewise_cost(
-    cost: np.ndarray, rows: np.ndarray, seg_s: np.ndarray, seg_e: np.ndarray, attempts: pd.DataFrame,
-    prices: pd.DataFrame, iv: pd.DataFrame,
-) -> np.ndarray:
-    """Segment costs of the (few) attempts with price changes, price piece by price piece."""
-    cost = cost.copy()
-    known = attempts["attempt_id"].notna().to_numpy()  # ids are loaded only where prices changed
-    pos = pd.Series(np.flatnonzero(known), index=attempts["attempt_id"].to_numpy()[known])
-    pos = pos[~pos.index.duplicated()]
-    start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
-    price = attempts["price_usd_per_hour"].to_numpy(dtype="float64")
-    nodes = attempts["num_nodes"].to_numpy(dtype="float64")
-    for attempt_id, changes in prices.sort_values("at").groupby("attempt_id", sort=False):
-        i = pos.get(attempt_id)
-        if i is None:
-            continue
-        lo, hi = np.searchsorted(rows, i, "left"), np.searchsorted(rows, i, "right")
-        if lo == hi:
-            continue
-        at = changes["at"].to_numpy(dtype="float64")
-        inside = (at > start[i]) & (at < bill_end[i])
-        t = np.concatenate([[start[i]], at[inside], [bill_end[i]]])
-        p = np.concatenate([[price[i]], changes["price_usd_per_hour"].to_numpy(dtype="float64")[inside]])
-        piece_h = overlap(t[None, :-1], t[None, 1:], seg_s[lo:hi, None], seg_e[lo:hi, None]) / 3600.0
-        cost[lo:hi] = (piece_h * p[None, :]).sum(axis=1) * nodes[i]
-    return cost
-
-
-def overlap(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
-    """Length of [a0, a1) ∩ [b0, b1), element-wise, never negative."""
-    return np.clip(np.minimum(a1, b1) - np.maximum(a0, b0), 0.0, None)
-
-
-def explode(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows x buckets: for intervals [start, end) and bucket edges e0 < e1 < ... < en, the
-    (row index, bucket index) pairs of every bucket each interval overlaps, rows ascending. An
-    interval of zero length lands in the bucket holding its start; intervals outside are dropped."""
-    nb = len(edges) - 1
-    s = np.maximum(start, edges[0])
-    e = np.minimum(end, edges[-1])
-    point = (start == end) & (start >= edges[0]) & (start < edges[-1])
-    keep = (e > s) | point
-    rows = np.flatnonzero(keep)
-    first = np.clip(np.searchsorted(edges, s[rows], side="right") - 1, 0, nb - 1)
-    last = np.where(point[rows], first, np.searchsorted(edges, e[rows], side="left") - 1)
-    last = np.clip(np.maximum(last, first), 0, nb - 1)
-    counts = last - first + 1
-    rep = np.repeat(np.arange(len(rows)), counts)
-    offsets = np.arange(len(rep)) - np.repeat(np.cumsum(counts) - counts, counts)
-    return rows[rep], first[rep] + offsets
+def _intervals(frame: pd.DataFrame) -> Intervals:
+    return Intervals(**{f.name: frame[f.name].to_numpy() for f in fields(Intervals)})
 
 
 def compute_segments(
@@ -236,54 +156,14 @@ def compute_segments(
     """Money and hours of each attempt inside each bucket. Returns (row, bucket, measures).
     With `prices` (price history), an attempt's billed cost in a bucket is the price in force
     during that part of the attempt (its waste stays at the average rate)."""
-    iv = intervals
-    start, bill_end = iv["start"].to_numpy(), iv["bill_end"].to_numpy()
-    rows, bucket = explode(start, bill_end, edges)
-    b0, b1 = edges[bucket], edges[bucket + 1]
-    s, e = start[rows], bill_end[rows]
-    job_end = iv["job_end"].to_numpy()[rows]
-    hours = overlap(s, e, b0, b1) / 3600.0
-    rate = iv["rate_usd_per_hour"].to_numpy()[rows]
-    list_rate = iv["list_rate_usd_per_hour"].to_numpy()[rows]
-    overhead_h = overlap(s, iv["overhead_end"].to_numpy()[rows], b0, b1) / 3600.0
-    loss_h = overlap(iv["loss_start"].to_numpy()[rows], np.minimum(job_end, e), b0, b1) / 3600.0
-    idle_h = overlap(np.minimum(job_end, e), e, b0, b1) / 3600.0
-    nodes = attempts["num_nodes"].to_numpy(dtype="float64")[rows]
-    # a preemption lands in the bucket holding the job's last billed moment: its end, or the bill
-    # end approached from the left when the job ran to it (an end on a midnight belongs to the day
-    # before, whatever the bucket size, so day rollups sum to the same months)
-    t_end = np.minimum(np.maximum(job_end, s), e)
-    from_left = (t_end == e) & (e > s)
-    in_bucket = np.where(from_left, (b0 < t_end) & (t_end <= b1), (b0 <= t_end) & (t_end < b1))
-    preempted = iv["preempted"].to_numpy()[rows] & in_bucket
-    first_bucket = bucket == bucket_first(rows, bucket)  # count each attempt once
-    cost = hours * rate
-    if prices is not None and len(prices):
-        cost = _piecewise_cost(cost, rows, np.maximum(s, b0), np.minimum(e, b1), attempts, prices, iv)
-    list_cost = hours * list_rate
-    measures = {
-        "x_ComputeCost": cost,
-        "ListComputeCost": list_cost,
-        "x_NodeHours": hours * nodes,
-        "x_GpuHours": hours * nodes * gpu_count[rows],
-        "x_Preemptions": preempted.astype("int64"),
-        "x_Attempts": first_bucket.astype("int64"),
-        "x_RestartOverheadCost": overhead_h * rate,
-        "x_PreemptionLossCost": loss_h * rate,
-        "x_IdleCost": idle_h * rate,
-        "seg_start": np.maximum(s, b0),
-        "seg_end": np.minimum(e, b1),
-    }
-    return rows, bucket, measures
-
-
-def bucket_first(rows: np.ndarray, bucket: np.ndarray) -> np.ndarray:
-    """For each exploded row, the first bucket of its source row (rows are grouped, ascending)."""
-    if len(rows) == 0:
-        return bucket
-    new = np.r_[True, rows[1:] != rows[:-1]]
-    idx = np.maximum.accumulate(np.where(new, np.arange(len(rows)), 0))
-    return bucket[idx]
+    return segments(
+        _intervals(intervals),
+        attempts["num_nodes"].to_numpy(dtype="float64"),
+        attempts["price_usd_per_hour"].to_numpy(dtype="float64"),
+        edges,
+        gpu_count,
+        _price_changes(attempts, prices, unique_only=False),
+    )
 
 
 def compute_cost_in_window(attempts: pd.DataFrame, prices: pd.DataFrame | None, as_of: float, window: Window) -> float:
