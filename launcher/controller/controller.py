@@ -193,7 +193,7 @@ class Controller:
         except _Stopped:
             self._finish_stopping()
         except BaseException as e:
-            full = as_disk_full(e)
+            full = as_disk_full(e, self.job.run_dir)
             if full is not None and self._end_for_disk_full(full):
                 raise DiskFullError(
                     f"{full.message}; run {self.job.run_id} was ended (failed: disk_full) with its attempt closed",

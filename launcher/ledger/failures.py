@@ -42,7 +42,7 @@ def _disk_full(where: str, *, rolled_back: bool) -> LedgerDiskFullError:
     free = free_bytes(path.parent) if path is not None else None
     room = f" ({human_bytes(free)} free there; free at least {human_bytes(LOW_SPACE_BYTES)} for its write-ahead log)" if free is not None else ""
     hint = "free space, then rerun" + ("; nothing was changed by the failed write" if rolled_back else "")
-    return LedgerDiskFullError(f"the disk holding the ledger at {where} is full{room}", hint=hint)
+    return LedgerDiskFullError(f"disk full: the disk holding the ledger at {where} is full{room}", hint=hint)
 
 
 def integrity(path: Path) -> tuple[bool | None, str]:

@@ -27,11 +27,11 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 
 @pytest.fixture
 def small_fs():
-    """A 6 MiB tmpfs: filled for real by the tests, removed afterwards."""
+    """A 16 MiB tmpfs: filled for real by the tests, removed afterwards."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small filesystem to fill needs root")
     d = Path(tempfile.mkdtemp(prefix="launcher-fullfs-"))
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m,mode=0700", "tmpfs", str(d)], capture_output=True, text=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(d)], capture_output=True, text=True)
     if r.returncode != 0:
         shutil.rmtree(d, ignore_errors=True)
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
@@ -100,12 +100,12 @@ def test_job_filling_the_disk_ends_its_run_cleanly(tmp_path, small_fs, monkeypat
     home = small_fs / "home"
     monkeypatch.setenv("LAUNCHER_HOME", str(home))
     assert run_cli("launch", str(_spec(tmp_path, "warm", "echo hi")), "--yes", "--cheapest").returncode == 0
-    _fill(small_fs, leave_bytes=2 << 20)
+    _fill(small_fs, leave_bytes=6 << 20)  # room for the run's 4 MiB reserve, and 2 MiB for its output
     spec = _spec(tmp_path, "noisy", "'yes \"a line of output\" | head -c 100000000; echo after $?; sleep 30'")
     res = run_cli("launch", str(spec), "--yes", "--cheapest", timeout=180)
     assert res.returncode == 5, res.stderr
-    assert "disk full" in res.stderr and "free there" in res.stderr and "internal error" not in res.stderr
-    assert "failed: disk_full" in res.stderr
+    assert "disk full" in res.stderr and "free there" in res.stderr and "internal error" not in res.stderr, res.stderr
+    assert "failed: disk_full" in res.stderr, res.stderr
     with Ledger() as led:
         run = next(r for r in led.list_runs() if r.name == "noisy")
         attempts = led.attempts(run.run_id)
@@ -128,7 +128,7 @@ def test_checkpoint_that_does_not_fit_says_so_and_leaves_nothing(small_fs) -> No
     with pytest.raises(DiskFullError) as err:
         store.save(2, {"w": b"y" * (3 << 20)})
     msg = str(err.value)
-    assert "checkpoint step 2" in msg and "3.0 MiB" in msg and "free there" in msg
+    assert "checkpoint step 2" in msg and "3.0 MiB" in msg and "free there" in msg, msg
     assert [c.step for c in store.checkpoints()] == [1]
     assert sorted(p.name for p in (small_fs / "ckpt").iterdir()) == [store.checkpoints()[0].checkpoint_id]
 
