@@ -155,7 +155,14 @@ def read_distributions(path: Sequence[str] | None = None) -> tuple[Distribution,
         if not name:
             continue
         key = normalize(name)
-        if key in seen:
+        first = seen.get(key)
+        if first is not None:
+            # An editable install's stale `*.egg-info` in the working directory (first on the
+            # path under `python -m`) names the same install: take the source from the real one.
+            if first.source is None and first.version == version:
+                source, revision = _source(dist)
+                if source is not None:
+                    seen[key] = Distribution(key, version, source, revision)
             continue
         source, revision = _source(dist)
         seen[key] = Distribution(key, version, source, revision)

@@ -221,6 +221,36 @@ def test_a_run_preempted_three_times_reproduces_with_identical_weights_in_the_en
     assert "identical weights" in r.stderr
 
 
+@pytest.mark.slow
+def test_make_env_rebuilds_the_environment_a_run_had_and_reproduces_from_it(tmp_path):
+    """End to end through the CLI: a run launched from a second real venv (this repository
+    installed editable with its core dependencies only, by pip from the package index), then
+    `reproduce --check --make-env DIR` from the shared venv: the table, DIR built with exactly the
+    recorded distributions, the reproduction run from DIR's python, identical weights."""
+    from launcher.environment import of_interpreter
+    from tests.tracking.small_venv import _run
+
+    src = tmp_path / "launcher-src"  # a copy: an editable build writes into its source directory
+    for part in ("launcher", "pricing", "infra"):
+        shutil.copytree(REPO / part, src / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / part, src / part)
+    core = tmp_path / "core-venv"
+    _run(sys.executable, "-m", "venv", str(core))
+    _run(str(core / "bin" / "python"), "-m", "pip", "install", "-q", "-e", str(src), timeout=1200)
+    repo = make_repo(tmp_path, CODE_JOB)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([str(core / "bin" / "python"), "-m", "launcher.cli.main", "launch", str(repo / "spec.yaml"), "--yes", "--cheapest"],
+                       capture_output=True, text=True, env=env, timeout=600, cwd=str(src))  # fmt: skip
+    first = launched_run_id(r)
+    dest = tmp_path / "rebuilt"
+    r = run_cli("reproduce", first, "--check", "--make-env", str(dest), timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "environment: run" in r.stderr and "make-env: installing" in r.stderr and "identical weights" in r.stderr
+    assert of_interpreter(dest / "bin" / "python").distributions_hash == of_interpreter(core / "bin" / "python").distributions_hash
+    assert len(ledger_runs()) == 2
+
+
 def test_reproduce_unknown_run_is_not_found():
     r = run_cli("reproduce", "r-nope", "--check")
     assert r.returncode == 7, r.stderr
