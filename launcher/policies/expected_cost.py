@@ -32,7 +32,18 @@ from dataclasses import replace
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
 from launcher.policies.baselines import GreedyPolicy, UniformProgressPolicy
-from launcher.policies.cost_to_go import D0, D1, N0, N1, Prices, StepModel, ValueTable, q_values, solve_in_chunks
+from launcher.policies.cost_to_go import (
+    D0,
+    D1,
+    N0,
+    N1,
+    Prices,
+    StepModel,
+    ValueTable,
+    q_values,
+    solve,
+    solve_in_chunks,
+)
 from launcher.policies.deadline_aware import prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot
 from launcher.policies.shadow import ShadowRun
@@ -143,6 +154,7 @@ class ExpectedCostPolicy(PlacementPolicy):
         self._pending = None  # a solve in progress (generator), advanced one chunk per decision instant
         self._pending_t = -math.inf
         self._pending_zone = 0
+        self._memo: tuple | None = None  # (state key, scored actions) of the last model decision
         self._last_obs: float | None = None
         self.shadows: dict[str, ShadowRun] = {}
         if self.experts:
@@ -217,9 +229,9 @@ class ExpectedCostPolicy(PlacementPolicy):
         return min(zs, key=key)
 
     def _resolve(self, state: DecisionState, prices_: Prices) -> None:
-        """Solve the DP again every `resolve_hours`: the first time at once, later in chunks of
-        `SOLVE_CHUNK` steps, one chunk per decision instant, deciding on the last table meanwhile
-        (so no decision waits for a whole solve)."""
+        """Solve the DP again every `resolve_hours` in chunks of `SOLVE_CHUNK` steps, one chunk per
+        decision instant, deciding on the last table meanwhile (so no decision waits for a whole
+        solve); the first decision decides on a coarse table of `SOLVE_CHUNK` steps."""
         t = state.elapsed_hours
         if self._pending is not None:
             if t > self._pending_t:
@@ -235,12 +247,14 @@ class ExpectedCostPolicy(PlacementPolicy):
         if left <= 0:
             self.table = None
             return
-        self._pending = solve_in_chunks(t, left, work, prices_, lambda tt, dt: self._step_model(spot, tt, dt),
-                                        max_steps=self.max_steps, chunk=SOLVE_CHUNK)  # fmt: skip
-        self._pending_t, self._pending_zone, self._solved_at = t, z, t
+        model = lambda tt, dt: self._step_model(spot, tt, dt)  # noqa: E731
         first = self.table is None
-        self._advance()
-        while first and self._pending is not None:
+        if first:  # the first decision: a coarse table now, the full one in chunks from the next instant
+            self.table = solve(t, left, work, prices_, model, max_steps=min(SOLVE_CHUNK, self.max_steps))
+            self._table_zone = z
+        self._pending = solve_in_chunks(t, left, work, prices_, model, max_steps=self.max_steps, chunk=SOLVE_CHUNK)
+        self._pending_t, self._pending_zone, self._solved_at = t, z, t
+        if not first:
             self._advance()
 
     def _advance(self) -> None:
@@ -269,14 +283,33 @@ class ExpectedCostPolicy(PlacementPolicy):
         z = state.current_zone
         if holding_spot(state):
             return Decision(Choice.SPOT, z, "exploit the live spot cluster")
+        # The model-only rule's replay usually stands where the run stands: score the actions once.
+        key = (state.elapsed_hours, state.work_done_hours, state.current, z, state.overhead_remaining_hours,
+               state.spot_available, self._solves, self.table is None)  # fmt: skip
+        if self._memo is not None and self._memo[0] == key:
+            choice, zone, best, options, rz, held = self._memo[1]
+        else:
+            choice, zone, best, options, rz, held = self._score_actions(state)
+            self._memo = (key, (choice, zone, best, options, rz, held))
+        if options is None:
+            return Decision(choice, zone, best)
+        if not explain:
+            return Decision(choice, zone, "")
+        return Decision(choice, zone, self._explain(state, best, options, rz, held))
+
+    def _score_actions(self, state: DecisionState) -> tuple:
+        """(choice, zone, best action, options, zone named in the reason, held action); options None
+        when the table has no step left (then `best` is the reason)."""
+        z = state.current_zone
         od, sp = prices(state)
         p = Prices(od, sp, state.restart_overhead_hours)
         target = self._best_zone(state, only_up=True)
         up = target is not None
         q = self._q(state, target if up else (self._table_zone if self.multi_zone else z), p)
         if q is None:  # no grid step left before the deadline: the safety net decides
-            return Decision(Choice.SPOT, target, "spot available, deadline at hand") if up else Decision(
-                Choice.ON_DEMAND, z, "deadline at hand: on-demand")
+            if up:
+                return Choice.SPOT, target, "spot available, deadline at hand", None, z, ""
+            return Choice.ON_DEMAND, z, "deadline at hand: on-demand", None, z, ""
         on_od = state.current is Choice.ON_DEMAND
         if up:
             options = {"spot": q["spot_start"], "wait": q["wait_up"],
@@ -296,9 +329,7 @@ class ExpectedCostPolicy(PlacementPolicy):
         best = min(options, key=lambda k: (options[k] + bias[k], k != held))
         choice = {"spot": Choice.SPOT, "wait": Choice.NONE, "on-demand": Choice.ON_DEMAND}[best]
         zone = target if choice is Choice.SPOT else z
-        if not explain:
-            return Decision(choice, zone, "")
-        return Decision(choice, zone, self._explain(state, best, options, zone if up else z, held))
+        return choice, zone, best, options, zone if up else z, held
 
     def _explain(self, state: DecisionState, best: str, options: dict[str, float], z: int, held: str) -> str:
         key = (best, z, self._solves)
