@@ -1,0 +1,236 @@
+"""One attempt: provision a cluster for the chosen offer, start the job with the executor, watch
+it (preemption notices, new checkpoints, stop requests, the placement policy's ticks, what the
+job waits for) and tear the cluster down. One attempt row per placement, opened before
+provisioning; a job that ended on its own comes back with its attempt still open, closed by the
+attempt loop together with the run's next state.
+
+Part of `Controller`: uses its `job`, `d`, `led`, `_placement`, `_unusable_clouds`, `_moving`,
+`_reserve` and `_work_s`, and the transitions, accounting, teardown and decisions parts.
+"""
+
+from __future__ import annotations
+
+from infra.tags import cluster_tags
+from launcher.controller.billing_account import with_billing_account
+from launcher.controller.checkpoint_watch import CheckpointWatch
+from launcher.controller.decisions import offer_dict
+from launcher.controller.disk_space import log_space_error
+from launcher.controller.recovery import unretryable
+from launcher.controller.transitions import AttemptEnd, Stopped
+from launcher.errors import BadInputError, CredentialsError, LauncherError, ToolMissingError
+from launcher.executors.base import ExecRequest, ExecResult, Outcome
+from launcher.executors.job_status import RECORDABLE, EndedJob, record_outcome
+from launcher.ledger.records import AttemptState, ClusterRecord, ClusterState, EndReason, EventKind, NewAttempt, RunState
+from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices
+from pricing.models import ScoredOffer
+
+
+SPACE_POLL_S = 1.0  # how often a running attempt checks there is room for its logs
+
+
+class AttemptRunner:
+    """Provision, execute, watch and tear down one attempt."""
+
+    def _attempt(self, scored: ScoredOffer, why: str) -> AttemptEnd:
+        """Provision, run and tear down one attempt. A job that ended on its own comes back with
+        its attempt still open: the caller closes it together with the run's next state."""
+        job, spec, offer = self.job, self.job.spec, scored.offer
+        started = self.d.clock()
+        before = self.led.attempts(job.run_id)
+        seq = len(before) + 1
+        replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in before)  # a job ran before
+        cluster = f"{job.run_id}-c{seq}"
+        provider = self.d.provider_for(offer.cloud)
+        # The account is asked of the cloud before the transaction below: no cloud call inside it.
+        new = with_billing_account(NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster), provider)
+        tags = cluster_tags(job.tags, cluster=cluster, run_id=job.run_id)
+        with self._together():  # the run provisions this attempt on this cluster: one change
+            self._transition(RunState.PROVISIONING, data={"offer": offer_dict(scored), "why": why})
+            attempt = self.led.add_attempt(job.run_id, new)
+            self.led.upsert_cluster(
+                ClusterRecord(
+                    name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,
+                    state=ClusterState.PROVISIONING, run_id=job.run_id, project=spec.launcher.project, tags=tags,
+                )
+            )  # fmt: skip
+        self.d.notify(f"attempt {seq}: provisioning {offer.cloud}/{offer.region} {offer.instance_type}")
+        request = ClusterRequest(
+            cluster=cluster, offer=offer, num_nodes=spec.num_nodes, tags=tags,
+            image_id=spec.resources.image, disk_size_gib=spec.resources.disk_size,
+            ssh_allowed_cidr=job.ssh_allowed_cidr,
+        )  # fmt: skip
+        try:
+            handle = provider.provision(request)
+        except LauncherError as e:
+            # Missing tool, credentials or configuration fail every offer of that cloud alike.
+            whole_cloud = isinstance(e, ToolMissingError | CredentialsError | BadInputError)
+            self.led.add_event(
+                job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e), "cloud_unusable": whole_cloud},
+                attempt_id=attempt.attempt_id,
+            )  # fmt: skip
+            ended_at = self.led.now()
+            self._teardown(provider, None, cluster, attempt.attempt_id)
+            if whole_cloud:
+                self._unusable_clouds.add(offer.cloud)
+                self.d.notify(f"{offer.cloud}: {e}; skipping its offers")
+            return AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=scored, attempt_id=attempt.attempt_id, ended_at=ended_at)
+        try:
+            with self._together():  # the cluster is up and the run runs this attempt: one change, before the job starts
+                self.led.upsert_cluster(
+                    ClusterRecord(
+                        name=cluster, provider=offer.cloud, region=handle.region, zone=handle.zone, stack=handle.stack,
+                        state=ClusterState.UP, run_id=job.run_id, project=spec.launcher.project,
+                        nodes=[{"instance_id": n.instance_id, "ip": n.ip, "rank": n.rank} for n in handle.nodes],
+                    )
+                )  # fmt: skip
+                self.led.add_event(job.run_id, EventKind.PROVISION, {"ok": True, "cluster": cluster, "nodes": len(handle.nodes)}, attempt_id=attempt.attempt_id)
+                self._transition(RunState.RUNNING, data={"attempt": seq})
+                self.led.set_attempt_state(attempt.attempt_id, AttemptState.SETUP if spec.setup else AttemptState.RUNNING)
+        except Stopped:
+            self.led.end_attempt(attempt.attempt_id, EndReason.CANCELLED)
+            self._teardown(provider, handle, cluster, attempt.attempt_id)
+            raise
+        request = ExecRequest(
+            run_id=job.run_id, attempt=seq, run_dir=job.run_dir, workdir=job.workdir, setup=spec.setup,
+            run=spec.run, num_nodes=spec.num_nodes, gpus_per_node=offer.accelerator_count,
+            envs=spec.env_strings(), checkpoint_dir=job.checkpoint_dir, image_id=spec.resources.image_for(offer.region),
+            file_mounts=job.file_mounts, secrets=spec.secret_values(), max_queue_s=spec.launcher.max_wait_seconds,
+        )  # fmt: skip
+        executor = self.d.executor_for(offer.cloud)
+        watch = self._checkpoint_watch()
+        self._reserve.take()  # room to end the run cleanly if the job fills the disk
+        execution = executor.start(request, handle)
+        skipped = list(execution.mounts_skipped)
+        if skipped:
+            self.led.add_event(job.run_id, "file_mounts", {"skipped": skipped, "why": "not available on this backend"}, attempt_id=attempt.attempt_id)
+        if request.image_id:
+            image = {"image": request.image_id, "image_runtime": execution.image_runtime}
+            if execution.image_digest:
+                image["image_digest"] = execution.image_digest
+            self.led.add_event(job.run_id, "image", image, attempt_id=attempt.attempt_id)
+        result, stop_reason = self._watch(
+            execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None,
+            held=scored, attempt_started=started,
+        )
+        reason = _end_reason(result, stop_reason)
+        if self._moving and reason == EndReason.PREEMPTED and stop_reason is None:
+            reason = EndReason.MOVED  # we asked it to stop: the job checkpointed and exited
+        ended_at = self.led.now()
+        if stop_reason is not None:  # the run is STOPPING already: the attempt's end is the whole change
+            self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code, ended_at=ended_at)
+        elif reason != EndReason.MOVED and result.outcome in RECORDABLE:
+            # for whoever cleans up if this process dies during the teardown (minutes on a cloud)
+            record_outcome(job.run_dir, seq, EndedJob(result.outcome, result.exit_code or 0, result.detail, ended_at.timestamp()))
+        # Otherwise the attempt stays open through the teardown (an action: no transaction spans
+        # it) and closes together with the run's next state, so a failed write never leaves a
+        # live run whose attempt ended; billing still ends when the job did.
+        self._teardown(provider, handle, cluster, attempt.attempt_id, executor=executor)
+        self._reserve.release()
+        self.d.notify(f"attempt {seq}: {reason}" + (f" (exit {result.exit_code})" if result.exit_code else "")
+                      + (f": {result.detail}" if result.outcome is Outcome.NO_CAPACITY else ""))  # fmt: skip
+        if stop_reason is not None:
+            raise Stopped
+        queued = self.d.clock() - started if result.outcome is Outcome.NO_CAPACITY else 0.0
+        return AttemptEnd(reason, result.exit_code, scored, result.detail, attempt.attempt_id, ended_at, unretryable(result), queued_s=queued)
+
+    def _watch(self, execution, provider, handle: ClusterHandle, attempt_id: str, watch: CheckpointWatch,
+               *, recovered_from: float | None, held: ScoredOffer | None = None,
+               attempt_started: float | None = None):  # fmt: skip
+        """Poll until the job ends; deliver preemption notices; record new checkpoints; honor
+        stop requests. `recovered_from`: when this attempt replaces an earlier one, the clock at
+        its start (the restart overhead runs from there until the job runs again)."""
+        noticed = False
+        notice_every = provider.notice_poll_s
+        if notice_every is None:  # the provider has no pace of its own
+            notice_every = self.d.notice_interval_s
+        next_notice = float("-inf")
+        ckpt_every = self.d.checkpoint_poll_remote_s if watch.remote else self.d.checkpoint_poll_s
+        next_ckpt = self.d.clock() + ckpt_every
+        phase = execution.phase
+        run_started = None  # notices and work count from `run`
+        stop_reason: str | None = None
+        notice_source = provider.preemption_notice if isinstance(provider, PreemptionNotices) else None
+        if phase == "run":
+            run_started = self._running_again(attempt_id, recovered_from)
+        next_progress, log_bytes = self.d.clock() + self.d.progress_poll_s, self._log_bytes()
+        next_tick = (attempt_started if attempt_started is not None else self.d.clock()) + self.d.placement_tick_s
+        capacity = self._placement.capacity() if self._placement is not None else ()
+        waiting_for = None
+        next_space = self.d.clock()
+        while True:
+            result: ExecResult | None = execution.wait(self.d.poll_interval_s)
+            if getattr(execution, "waiting_for", None) != waiting_for:  # e.g. a Slurm job queued behind others
+                waiting_for = execution.waiting_for
+                if waiting_for:
+                    self.led.add_event(self.job.run_id, "waiting", {"for": waiting_for}, attempt_id=attempt_id)
+                    self.d.notify(f"waiting: {waiting_for}; gives up after {self.d.max_wait_s / 60:.0f} min queued (launcher: max_wait); Ctrl-C cancels")
+            if self.d.clock() >= next_space:  # a log that cannot be written ends the run (disk_space.py)
+                next_space = self.d.clock() + SPACE_POLL_S
+                full = log_space_error(self.job.run_dir)
+                if full is not None:
+                    raise full
+            if result is not None:
+                if run_started is not None:
+                    self._work_s += max(0.0, self.d.clock() - run_started)
+                self._record_checkpoint(watch, attempt_id)  # e.g. the save on a preemption notice
+                return result, stop_reason
+            new_phase = execution.phase
+            if new_phase != phase and new_phase == "run":
+                self.led.set_attempt_state(attempt_id, AttemptState.RUNNING)
+                run_started = self._running_again(attempt_id, recovered_from)
+            phase = new_phase
+            if self.d.clock() >= next_ckpt:
+                next_ckpt = self.d.clock() + ckpt_every
+                self._record_checkpoint(watch, attempt_id)
+            if self.d.clock() >= next_progress:
+                next_progress = self.d.clock() + self.d.progress_poll_s
+                size = self._log_bytes()
+                if size != log_bytes:
+                    log_bytes = size
+                    self.led.heartbeat(cluster=handle.cluster)
+            if stop_reason is None:
+                stop_reason = self._stop_requested()
+                if stop_reason is not None:
+                    self.d.notify(f"stopping ({stop_reason})")
+                    execution.stop(self.job.grace_s)
+                    continue
+            # With a placement policy, a spot cluster may be lost while it still starts (as in the simulator).
+            may_notice = run_started is not None or self._placement is not None
+            if not noticed and notice_source is not None and may_notice and self.d.clock() >= next_notice:
+                next_notice = self.d.clock() + notice_every
+                why = notice_source(handle, self.d.clock() - run_started if run_started is not None else 0.0)
+                if why:
+                    noticed = True
+                    self.led.add_event(self.job.run_id, EventKind.PREEMPTION, {"reason": why, "cluster": handle.cluster}, attempt_id=attempt_id)
+                    self.d.notify(f"preemption notice: {why}")
+                    execution.notify_preemption(self.job.grace_s)
+            if self._placement is not None and not noticed and stop_reason is None and held is not None:
+                now = self.d.clock()
+                cap = self._placement.capacity()
+                if now >= next_tick - 1e-9 or cap != capacity:  # a tick-equivalent: timer or capacity change
+                    while next_tick <= now + 1e-9:
+                        next_tick += self.d.placement_tick_s
+                    capacity = cap
+                    overhead_left = 0.0 if run_started is not None else self.d.restart_overhead_hours * 3600.0 - (now - (attempt_started or now))
+                    running = (now - run_started) if run_started is not None else 0.0
+                    target = self._placement_tick(held, cap, running, overhead_left)
+                    if target is not False:
+                        noticed, self._moving, self._move_to = True, True, target
+                        where = "nothing" if target is None else (
+                            f"{target.offer.cloud}/{target.offer.region} {'spot' if target.offer.spot else 'on-demand'}")
+                        self.d.notify(f"placement: moving to {where}")
+                        execution.notify_preemption(self.job.grace_s)
+
+
+def _end_reason(result: ExecResult, stop_reason: str | None) -> str:
+    if stop_reason is not None:
+        return stop_reason
+    return {
+        Outcome.SUCCEEDED: EndReason.COMPLETED,
+        Outcome.SETUP_FAILED: EndReason.SETUP_FAILED,
+        Outcome.FAILED: EndReason.FAILED,
+        Outcome.PREEMPTED: EndReason.PREEMPTED,
+        Outcome.NODE_LOST: EndReason.NODE_LOST,
+        Outcome.CANCELLED: EndReason.CANCELLED,
+        Outcome.NO_CAPACITY: EndReason.PROVISION_FAILED,  # nothing ran: like a cloud with no capacity
+    }[result.outcome]
