@@ -47,6 +47,7 @@ PRELOAD = (
     "launcher.controller.runner",
     "launcher.controller.simulated_preemptions",
     "launcher.controller.states",
+    "launcher.environment",
     "launcher.executors.local",
     "launcher.ledger.rollup",
     "launcher.ledger.store",

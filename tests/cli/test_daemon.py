@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 TINY = """
 name: tiny
 resources: {cpus: 1}
-run: echo "hi from $LAUNCHER_RUN_ID with $MY_VAR"
+run: echo "hi from $LAUNCHER_RUN_ID with $LC_MY_VAR${MY_VAR:+ and $MY_VAR}"
 launcher: {project: t, expected_hours: 0.01}
 """
 LONG = """
@@ -75,7 +75,8 @@ def test_a_launch_through_the_daemon_is_the_clients_command(daemon, launcher_hom
     workdir = tmp_path / "wd"
     workdir.mkdir()
     write_spec(workdir, TINY)
-    r = entry("launch", "task.yaml", "--yes", cwd=str(workdir), env={"MY_VAR": "from-the-client"})
+    # an allow-listed name (LC_*) reaches the job from the client; any other name stays out
+    r = entry("launch", "task.yaml", "--yes", cwd=str(workdir), env={"LC_MY_VAR": "from-the-client", "MY_VAR": "not-for-jobs"})
     assert r.returncode == 0, r.stderr
     st = status()
     assert st["served"] == 1 and st["pid"] == daemon["pid"]  # the daemon ran it
