@@ -86,6 +86,12 @@ class ProviderError(LauncherError):
     exit_code = ExitCode.PROVIDER
 
 
+class TransientProviderError(ProviderError):
+    """A provider call failed in a way worth trying again that no SDK retry already covered
+    (cloud SDK calls are retried by botocore / google-api-core themselves; their final errors
+    are plain ProviderErrors and are not retried again)."""
+
+
 class ToolMissingError(ProviderError):
     """An external tool (Pulumi CLI, podman, ...) is needed and absent."""
 

@@ -1,10 +1,10 @@
 """The provider interface (dstack's shape): a small required core plus opt-in capabilities.
 
 Required: credentials, provision, terminate (idempotent: already gone = success), list_instances.
-The reaper's instance operations (tag, untag, stop, terminate one instance, idle signals) have
-defaults that say "not supported". Opt-in capabilities are declared Protocols, checked with
-isinstance: PreemptionNotices, ReclaimCheck, SpotCapacity, SpotPlacementScores, PartialListing,
-BatchIdleSignals, BillingAccounts.
+Opt-in capabilities are declared Protocols, checked with isinstance: PreemptionNotices,
+ReclaimCheck, SpotCapacity, SpotPlacementScores, PartialListing, BillingAccounts, and the reaper's
+instance operations IdleSignalSource, BatchIdleSignals, InstanceMarks, InstanceStop,
+InstanceTermination (a provider without one cannot do it; nothing raises NotImplementedError).
 """
 
 from __future__ import annotations
@@ -143,8 +143,9 @@ class Provider(abc.ABC):
     def list_instances(self, tag_filter: dict[str, str] | None = None) -> list[InstanceInfo]:
         """Instances carrying our managed tag (and tag_filter), across regions."""
 
-    # Optional capabilities are the Protocols below (PreemptionNotices, ReclaimCheck,
-    # SpotCapacity, SpotPlacementScores, PartialListing, BatchIdleSignals): callers check them with isinstance.
+    # Optional capabilities are the Protocols below (PreemptionNotices, ReclaimCheck, SpotCapacity,
+    # SpotPlacementScores, PartialListing, the reaper's IdleSignalSource, BatchIdleSignals,
+    # InstanceMarks, InstanceStop, InstanceTermination): callers check them with isinstance.
     notice_poll_s: float | None = None  # how often the controller may ask preemption_notice (None: its default)
 
     def instance_state(self, region: str, instance_id: str) -> str | None:
@@ -152,22 +153,6 @@ class Provider(abc.ABC):
             if inst.instance_id == instance_id:
                 return inst.state
         return None
-
-    def terminate_instance(self, region: str, instance_id: str) -> None:
-        raise NotImplementedError(f"{self.name} cannot terminate single instances")
-
-    def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
-        return IdleSignals(gpu_utilization_pct=None, cpu_utilization_pct=None)
-
-    # Used by the reaper's mark-then-act (a dated tag/label on the instance) and its `stop` action.
-    def tag_instance(self, region: str, instance_id: str, tags: dict[str, str]) -> None:
-        raise NotImplementedError(f"{self.name} cannot tag instances")
-
-    def untag_instance(self, region: str, instance_id: str, keys: list[str]) -> None:
-        raise NotImplementedError(f"{self.name} cannot untag instances")
-
-    def stop_instance(self, region: str, instance_id: str) -> None:
-        raise NotImplementedError(f"{self.name} cannot stop instances")
 
 
 # ---- optional capabilities: a provider has one when it defines the method -------------------------
@@ -207,6 +192,35 @@ class PartialListing(Protocol):
     ) -> tuple[list[InstanceInfo], dict[str, str]]:
         """Like list_instances, but a failing region is reported ({region: error}) instead of
         hiding the others."""
+
+
+@runtime_checkable
+class IdleSignalSource(Protocol):
+    def idle_signals(self, instance: InstanceInfo, window_minutes: int) -> IdleSignals:
+        """Utilization of one instance over the window (the reaper's metrics). A provider without
+        it publishes none: its instances' utilization is unknown, never idle."""
+
+
+@runtime_checkable
+class InstanceMarks(Protocol):
+    """Tags (GCP: labels; local: the ledger) on one instance: the reaper's dated mark."""
+
+    def tag_instance(self, region: str, instance_id: str, tags: dict[str, str]) -> None: ...
+
+    def untag_instance(self, region: str, instance_id: str, keys: list[str]) -> None: ...
+
+
+@runtime_checkable
+class InstanceTermination(Protocol):
+    def terminate_instance(self, region: str, instance_id: str) -> None:
+        """Terminate one instance (an orphan, or a node of a cluster without a stack).
+        Idempotent: an unknown or already-terminated instance is success."""
+
+
+@runtime_checkable
+class InstanceStop(Protocol):
+    def stop_instance(self, region: str, instance_id: str) -> None:
+        """Stop one instance (disk kept): the reaper's `stop` action."""
 
 
 @runtime_checkable

@@ -4,8 +4,9 @@ The shared contract suite (tests/providers/test_contract.py) runs against this c
 (aws) and a local Compute REST server (gcp), so the fake cannot drift from the real providers.
 
 Failure injection: `preempt()` reclaims a spot instance, `fail_next()` makes the next calls of an
-operation raise, `throttle()` makes them throttle (absorbed up to `max_retries`, like botocore's
-retry modes; beyond that a ProviderError, as a real provider raises after its retries).
+operation raise (a TransientProviderError unless told otherwise), `throttle()` makes them
+throttle (absorbed up to `max_retries`, like botocore's retry modes; beyond that a ProviderError,
+as a real provider raises after its retries).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from launcher.errors import ProviderError
+from launcher.errors import ProviderError, TransientProviderError
 from launcher.providers.base import (
     MANAGED_BY_TAG,
     MANAGED_BY_VALUE,
@@ -79,7 +80,8 @@ class FakeProvider(Provider):
     # ---- failure injection --------------------------------------------------------------------
     def fail_next(self, operation: str, error: Exception | None = None, times: int = 1) -> None:
         self._check_op(operation)
-        make = (lambda: error) if error is not None else (lambda: ProviderError(f"fake {operation} failed (injected)"))
+        # A transient fault (like a dropped connection): the kind callers may try again.
+        make = (lambda: error) if error is not None else (lambda: TransientProviderError(f"fake {operation} failed (injected)"))
         self._faults.setdefault(operation, []).append(_Fault(times, make))
 
     def throttle(self, operation: str, times: int) -> None:

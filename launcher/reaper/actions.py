@@ -10,7 +10,8 @@ import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from launcher.providers.base import InstanceInfo, Provider
+from launcher.errors import ProviderError
+from launcher.providers.base import InstanceInfo, InstanceStop, InstanceTermination, Provider
 
 StackDestroyer = Callable[[str, str], None]  # (project, cluster) -> destroy its stack (idempotent)
 
@@ -48,6 +49,8 @@ class Destroy(Action):
         if target.stack and target.project and target.cluster and destroy_stack is not None:
             destroy_stack(target.project, target.cluster)
             return f"destroyed stack {target.stack}"
+        if not isinstance(target.provider, InstanceTermination):
+            raise ProviderError(f"{target.provider.name} cannot terminate single instances (no InstanceTermination capability)")
         target.provider.terminate_instance(target.instance.region, target.instance.instance_id)
         return f"terminated {target.instance.instance_id}"
 
@@ -57,6 +60,8 @@ class Stop(Action):
     name = "stop"
 
     def execute(self, target, destroy_stack):
+        if not isinstance(target.provider, InstanceStop):
+            raise ProviderError(f"{target.provider.name} cannot stop instances (no InstanceStop capability)")
         target.provider.stop_instance(target.instance.region, target.instance.instance_id)
         return f"stopped {target.instance.instance_id}"
 

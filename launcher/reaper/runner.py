@@ -1,7 +1,8 @@
 """One reaper pass across providers: gather observations, decide, then (unless dry run) act.
 
 Dry run is enforced here, once. A file lock keeps two reapers from acting at once. Provider
-calls are retried with backoff; a failure on one instance is recorded and the pass goes on.
+calls are retried by their SDKs (botocore, google-api-core); errors a provider marks transient are
+retried here with backoff (retry.py); a failure on one instance is recorded and the pass goes on.
 Every instance considered is written to the ledger's reap audit (not in a dry run, which
 changes nothing anywhere).
 """
@@ -16,9 +17,17 @@ from datetime import UTC, datetime
 from filelock import FileLock, Timeout
 
 from launcher import paths
-from launcher.errors import ConflictError
+from launcher.errors import ConflictError, ProviderError
 from launcher.ledger import ClusterState, Ledger, ReapAuditRecord
-from launcher.providers.base import BatchIdleSignals, InstanceInfo, PartialListing, Provider
+from launcher.providers.base import (
+    BatchIdleSignals,
+    IdleSignals,
+    IdleSignalSource,
+    InstanceInfo,
+    InstanceMarks,
+    PartialListing,
+    Provider,
+)
 from launcher.reaper.actions import ActionTarget, StackDestroyer, get_action
 from launcher.reaper.decide import MARK_TAG, DecisionKind, decide, format_mark, parse_expiry
 from launcher.reaper.filters import Observation
@@ -179,7 +188,9 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
     # the controller is alive, which a stalled job's controller still is.
     beat = ledger.last_heartbeat(cluster=cluster.name) if cluster else None
     signals, sig_err = batch.get(inst.instance_id), None
-    if signals is None:
+    if signals is None and not isinstance(provider, IdleSignalSource):
+        signals = IdleSignals(None, None)  # publishes no metrics: unknown, never idle
+    elif signals is None:
         try:
             signals = with_retries(lambda: provider.idle_signals(inst, proj_policy.idle.window_minutes), **retry_kwargs)
         except Exception as e:  # noqa: BLE001
@@ -210,9 +221,11 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
     if not dry_run and action is not None:
         try:
             if action == "tag-mark":
-                with_retries(lambda: provider.tag_instance(inst.region, inst.instance_id, {MARK_TAG: format_mark(now)}), **retry_kwargs)
+                marks = _marks(provider)
+                with_retries(lambda: marks.tag_instance(inst.region, inst.instance_id, {MARK_TAG: format_mark(now)}), **retry_kwargs)
             elif action == "clear-mark":
-                with_retries(lambda: provider.untag_instance(inst.region, inst.instance_id, [MARK_TAG]), **retry_kwargs)
+                marks = _marks(provider)
+                with_retries(lambda: marks.untag_instance(inst.region, inst.instance_id, [MARK_TAG]), **retry_kwargs)
             else:
                 target = ActionTarget(provider=provider, instance=inst, stack=obs.stack, project=cluster.project if cluster else None, cluster=cluster.name if cluster else None)
                 done = with_retries(lambda: get_action(action).execute(target, destroy_stack), **retry_kwargs)
@@ -258,6 +271,12 @@ def _consider(inst, provider, policy, ledger, clusters, by_instance, now, dry_ru
             )
         )
     return outcome
+
+
+def _marks(provider: Provider) -> InstanceMarks:
+    if not isinstance(provider, InstanceMarks):
+        raise ProviderError(f"{provider.name} cannot tag instances (no InstanceMarks capability)")
+    return provider
 
 
 def _run_exists(ledger: Ledger, run_id: str) -> bool:

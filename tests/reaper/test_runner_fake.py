@@ -218,3 +218,52 @@ class _Healthy:
         if item == "list_instances_partial":
             raise AttributeError(item)
         return getattr(self._f, item)
+
+
+def test_only_transient_errors_are_retried(world):
+    """The reaper retries what a provider marks transient; a provider's final error (what a cloud
+    provider raises once its SDK's own retries are spent) is tried once, not retried again."""
+    from launcher.errors import ProviderError
+
+    fake, ids = world
+    fake.tag_instance("us-east-1", ids["idle"], {MARK_TAG: "20261129t000000z"})
+    fake.fail_next("terminate_instance", error=ProviderError("AWS TerminateInstances failed: RequestLimitExceeded"), times=1)
+    slept: list[float] = []
+    with Ledger() as led:
+        out = by_id(run_pass(POLICY, {"fake": fake}, led, now=T0, sleep=slept.append))
+    failed = out[ids["idle"]]
+    assert failed.decision == "act" and not failed.ok and "RequestLimitExceeded" in failed.error
+    assert [c for c in fake.calls if c == ("terminate_instance", (ids["idle"],))] == [("terminate_instance", (ids["idle"],))]
+    assert slept == []
+
+
+def test_a_provider_without_the_reapers_capabilities_is_judged_but_not_touched():
+    """Optional operations are capability types: a provider that publishes no metrics and cannot
+    tag is asked for neither; its expired machine is decided on (mark) and the mark is reported as
+    not possible, never attempted through a NotImplementedError."""
+    from launcher.providers.base import InstanceInfo, InstanceMarks, Provider
+
+    class Bare(Provider):
+        name = "bare"
+
+        def credentials(self):
+            raise AssertionError("not asked")
+
+        def provision(self, request):
+            raise AssertionError("not asked")
+
+        def terminate(self, handle):
+            raise AssertionError("not asked")
+
+        def list_instances(self, tag_filter=None):
+            tags = {**MANAGED, "cluster": "c-bare", "expires-at": "2026-11-29T00:00:00Z"}
+            return [InstanceInfo("bare", "r1", None, "b-1", "node", "running", False, tags)]
+
+    bare = Bare()
+    assert not isinstance(bare, InstanceMarks)
+    with Ledger() as led:
+        rep = run_pass(ReapPolicy(providers=["fake"], defaults=ProjectPolicy(grace_minutes=60)), {"bare": bare}, led, now=T0, sleep=lambda s: None)
+    [o] = rep.outcomes
+    assert o.decision == "mark" and o.action == "tag-mark" and not o.ok, o
+    assert "bare cannot tag instances" in o.error
+    assert "cpu-utilization: CPU utilization not published" in o.reasons
