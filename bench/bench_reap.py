@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
+from botocore.config import Config
 
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1"]
 AMI = "ami-12c6146b"
@@ -47,6 +48,7 @@ def free_port() -> int:
 
 FAKETIME_LIBS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1")
 PERIOD_S = 300  # EC2 basic monitoring
+SLOW_MOTO = Config(read_timeout=600)  # moto answers thousands of instances slowly
 HISTORY_POINTS = 16  # 80 minutes: the window plus the reaper's late-data allowance
 
 
@@ -72,8 +74,8 @@ def seed(url: str, n: int, regions: list[str], unmanaged_per_region: int) -> dic
     sets = {"idle": set(), "busy": set(), "unmanaged": set()}
     per_region = n // len(regions)
     for r in regions:
-        ec2 = boto3.client("ec2", region_name=r, endpoint_url=url)
-        cw = boto3.client("cloudwatch", region_name=r, endpoint_url=url)
+        ec2 = boto3.client("ec2", region_name=r, endpoint_url=url, config=SLOW_MOTO)
+        cw = boto3.client("cloudwatch", region_name=r, endpoint_url=url, config=SLOW_MOTO)
         made: list[tuple[str, str]] = []
         for start in range(0, per_region, 100):
             count = min(100, per_region - start)
@@ -103,7 +105,7 @@ def seed(url: str, n: int, regions: list[str], unmanaged_per_region: int) -> dic
 def terminated(url: str, regions: list[str]) -> set[str]:
     out = set()
     for r in regions:
-        ec2 = boto3.client("ec2", region_name=r, endpoint_url=url)
+        ec2 = boto3.client("ec2", region_name=r, endpoint_url=url, config=SLOW_MOTO)
         for page in ec2.get_paginator("describe_instances").paginate():
             for res in page["Reservations"]:
                 out |= {i["InstanceId"] for i in res["Instances"] if i["State"]["Name"] in ("terminated", "shutting-down")}

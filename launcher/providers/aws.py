@@ -134,7 +134,10 @@ class AwsProvider(Provider):
                 if quick:
                     cfg = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=3, read_timeout=5)
                 else:
-                    cfg = Config(retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts})
+                    # GetMetricData over 500 series may answer slower than botocore's 60 s default;
+                    # a timed-out call retried would only ask again for the same work.
+                    timeout = {"read_timeout": 180} if service == "cloudwatch" else {}
+                    cfg = Config(retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts}, **timeout)
                 kwargs: dict[str, Any] = {"region_name": region, "config": cfg}
                 if self.endpoint_url:
                     kwargs["endpoint_url"] = self.endpoint_url
