@@ -3,11 +3,11 @@
 reading every attempt. Months, not days: a run's checkpoints are kept a week after it ends, so
 daily rows would be ten per run, more rows than attempts; monthly ones are about one.
 
-The figures follow launcher/ledger/attempt_cost.py rule for rule (billed interval, price
-history, restart overhead, preemption loss, idle, checkpoint storage with keep_last 3 and 7
-days' retention), split at UTC month starts. This is a second, plain-Python implementation of
-those rules (the controller writes a run's rows when it ends, and must not import pandas for
-that); the report tests compare it with the vectorized one.
+The attempt figures come from launcher.cost.attempts' rules (billed interval, price history,
+restart overhead, preemption loss, idle), the same rule text the reports run on numpy, here on
+one attempt at a time in plain Python (the controller writes a run's rows when it ends, and must
+import neither pandas nor numpy for that), split at UTC month starts; checkpoint storage with
+keep_last 3 and 7 days' retention. The report tests compare the rollup with the vectorized path.
 
 Rows are written for a run once it has ended and all its attempts have ended, in the same
 transaction (Ledger.set_run_state, end_attempt, and events that change an ended run's costs:
@@ -37,6 +37,7 @@ from sqlalchemy import delete, exists, insert, select
 
 from launcher.ledger import models as m
 from launcher.ledger.records import PREEMPTED_REASONS
+from launcher.cost.attempts import one_attempt, one_bucket
 from launcher.cost.storage import default_storage_usd
 from launcher.cost.window import Window, month_spans_s
 
@@ -101,57 +102,25 @@ def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
 
 def attempt_segments(a: AttemptCostInput) -> list[tuple[float, dict[str, float], float, float]]:
     """(month start, measures, seg start, seg end) of each UTC month the attempt's billed
-    interval overlaps (the rules of attempt_cost.attempt_intervals and compute_segments)."""
-    start, job_end = a.started_at, a.ended_at
-    bill_end = job_end if a.billed_seconds is None else start + max(a.billed_seconds, 0.0)
-    if a.teardown_at is not None and a.teardown_at > start:
-        bill_end = max(bill_end, a.teardown_at)
-    nodes = a.num_nodes
-    rate = a.price_usd_per_hour * nodes
-    pieces: list[tuple[float, float, float]] = []  # (from, to, per-node price) under price history
-    if a.prices and bill_end > start:
-        inside = [(t, p) for t, p in a.prices if start < t < bill_end]
-        times = [start] + [t for t, _ in inside] + [bill_end]
-        values = [a.price_usd_per_hour] + [p for _, p in inside]
-        pieces = list(zip(times[:-1], times[1:], values))
-        rate = sum((t1 - t0) * p for t0, t1, p in pieces) / (bill_end - start) * nodes
-    list_rate = rate if a.on_demand_price_usd_per_hour is None else a.on_demand_price_usd_per_hour * nodes
-
-    overhead_end = a.resume_at if a.overhead_s is None else start + a.overhead_s
-    if not (a.seq > 1 and overhead_end is not None):
-        overhead_end = start
-    overhead_end = min(max(overhead_end, start), job_end)
-    useful_from = overhead_end
-    if a.last_ckpt_at is not None and a.last_ckpt_at <= job_end:
-        useful_from = max(overhead_end, a.last_ckpt_at)
-    loss_start = min(useful_from, job_end) if a.preempted else job_end
-
-    # the preemption lands in the bucket holding the job's last billed moment (see compute_segments)
-    t_end = min(max(job_end, start), bill_end)
-    from_left = t_end == bill_end and bill_end > start
+    interval overlaps (launcher.cost.attempts' rules, one attempt at a time)."""
+    one = one_attempt(a)
+    start, bill_end, rate, nodes = one.start, one.bill_end, one.rate_usd_per_hour, one.nodes
     out = []
     for i, (b0, b1) in enumerate(month_spans_s(start, bill_end)):
-        s0, s1 = max(start, b0), min(bill_end, b1)
-        hours = _overlap(start, bill_end, b0, b1) / 3600.0
-        if pieces:
-            cost = sum(_overlap(t0, t1, s0, s1) / 3600.0 * p for t0, t1, p in pieces) * nodes
-        else:
-            cost = hours * rate
-        idle_from = min(job_end, bill_end)
-        hit = (b0 < t_end <= b1) if from_left else (b0 <= t_end < b1)
+        cost, m = one_bucket(one, b0, b1)
         measures = {
             "compute_usd": cost,
-            "list_compute_usd": hours * list_rate,
-            "node_hours": hours * nodes,
-            "gpu_hours": hours * nodes * a.accelerator_count,
-            "restart_overhead_usd": _overlap(start, overhead_end, b0, b1) / 3600.0 * rate,
-            "preemption_loss_usd": _overlap(loss_start, idle_from, b0, b1) / 3600.0 * rate,
-            "idle_usd": _overlap(idle_from, bill_end, b0, b1) / 3600.0 * rate,
-            "preemptions": 1.0 if (a.preempted and hit) else 0.0,
+            "list_compute_usd": m.hours * one.list_rate_usd_per_hour,
+            "node_hours": m.hours * nodes,
+            "gpu_hours": m.hours * nodes * a.accelerator_count,
+            "restart_overhead_usd": m.overhead_hours * rate,
+            "preemption_loss_usd": m.loss_hours * rate,
+            "idle_usd": m.idle_hours * rate,
+            "preemptions": 1.0 if m.preempted else 0.0,
             "attempts_started": 1.0 if i == 0 else 0.0,
             "attempt_segments": 1.0,
         }
-        out.append((b0, measures, s0, s1))
+        out.append((b0, measures, max(start, b0), min(bill_end, b1)))
     return out
 
 
