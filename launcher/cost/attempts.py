@@ -114,17 +114,22 @@ def _piece_usd(xp: Any, t0: Any, t1: Any, price: Any, seg_start: Any, seg_end: A
 
 class BucketMeasures(NamedTuple):
     hours: Any
-    overhead_hours: Any
-    loss_hours: Any
-    idle_hours: Any
+    compute_usd: Any  # at the average rate; an attempt with a price history is priced piece by piece
+    list_compute_usd: Any
+    node_hours: Any
+    gpu_hours: Any
+    restart_overhead_usd: Any  # waste, at the average rate
+    preemption_loss_usd: Any
+    idle_usd: Any
     preempted: Any  # the preemption counts in this bucket
 
 
 def _bucket_rules(
-    xp: Any, s: Any, e: Any, job_end: Any, overhead_end: Any, loss_start: Any, preempted: Any, b0: Any, b1: Any
+    xp: Any, s: Any, e: Any, job_end: Any, overhead_end: Any, loss_start: Any, preempted: Any, rate: Any,
+    list_rate: Any, nodes: Any, gpus: Any, b0: Any, b1: Any,
 ) -> BucketMeasures:
-    """An attempt billed over [s, e) inside the bucket [b0, b1): its hours, waste hours, and
-    whether its preemption lands there."""
+    """An attempt billed over [s, e) inside the bucket [b0, b1): its money, hours, and whether
+    its preemption lands there."""
     idle_from = xp.minimum(job_end, e)
     # a preemption lands in the bucket holding the job's last billed moment: its end, or the bill
     # end approached from the left when the job ran to it (an end on a midnight belongs to the day
@@ -132,12 +137,17 @@ def _bucket_rules(
     t_end = xp.minimum(xp.maximum(job_end, s), e)
     from_left = (t_end == e) & (e > s)
     in_bucket = xp.where(from_left, (b0 < t_end) & (t_end <= b1), (b0 <= t_end) & (t_end < b1))
+    hours = _overlap(xp, s, e, b0, b1) / 3600.0
     return BucketMeasures(
-        _overlap(xp, s, e, b0, b1) / 3600.0,
-        _overlap(xp, s, overhead_end, b0, b1) / 3600.0,
-        _overlap(xp, loss_start, idle_from, b0, b1) / 3600.0,
-        _overlap(xp, idle_from, e, b0, b1) / 3600.0,
-        preempted & in_bucket,
+        hours=hours,
+        compute_usd=hours * rate,
+        list_compute_usd=hours * list_rate,
+        node_hours=hours * nodes,
+        gpu_hours=hours * nodes * gpus,
+        restart_overhead_usd=_overlap(xp, s, overhead_end, b0, b1) / 3600.0 * rate,
+        preemption_loss_usd=_overlap(xp, loss_start, idle_from, b0, b1) / 3600.0 * rate,
+        idle_usd=_overlap(xp, idle_from, e, b0, b1) / 3600.0 * rate,
+        preempted=preempted & in_bucket,
     )
 
 
@@ -197,14 +207,17 @@ def one_attempt(a: AttemptFacts, as_of: float = NAN) -> OneAttempt:
     return OneAttempt(start, job_end, bill_end, rate, list_rate, overhead_end, loss_start, pre, nodes, pieces)
 
 
-def one_bucket(a: OneAttempt, b0: float, b1: float) -> tuple[float, BucketMeasures]:
+def one_bucket(a: OneAttempt, b0: float, b1: float, gpus: float) -> tuple[float, BucketMeasures]:
     """(compute cost, measures) of one attempt inside [b0, b1), as `segments` counts them."""
     xp = scalar_xp
-    m = _bucket_rules(xp, a.start, a.bill_end, a.job_end, a.overhead_end, a.loss_start, a.preempted, b0, b1)
+    m = _bucket_rules(
+        xp, a.start, a.bill_end, a.job_end, a.overhead_end, a.loss_start, a.preempted, a.rate_usd_per_hour,
+        a.list_rate_usd_per_hour, a.nodes, gpus, b0, b1,
+    )  # fmt: skip
     if a.pieces:
         s0, s1 = max(a.start, b0), min(a.bill_end, b1)
         return sum(_piece_usd(xp, t0, t1, p, s0, s1) for t0, t1, p in a.pieces) * a.nodes, m
-    return m.hours * a.rate_usd_per_hour, m
+    return m.compute_usd, m
 
 
 # ---- vectorized (numpy, imported here only) ---------------------------------------------------
@@ -290,25 +303,25 @@ def segments(
     rows, bucket = explode(start, bill_end, edges)
     b0, b1 = edges[bucket], edges[bucket + 1]
     s, e = start[rows], bill_end[rows]
-    m = _bucket_rules(np, s, e, iv.job_end[rows], iv.overhead_end[rows], iv.loss_start[rows], iv.preempted[rows], b0, b1)
-    hours = m.hours
-    rate = iv.rate_usd_per_hour[rows]
-    n = nodes[rows]
+    m = _bucket_rules(
+        np, s, e, iv.job_end[rows], iv.overhead_end[rows], iv.loss_start[rows], iv.preempted[rows],
+        iv.rate_usd_per_hour[rows], iv.list_rate_usd_per_hour[rows], nodes[rows], gpu_count[rows], b0, b1,
+    )  # fmt: skip
     first_bucket = bucket == bucket_first(rows, bucket)  # count each attempt once
     seg_s, seg_e = np.maximum(s, b0), np.minimum(e, b1)
-    cost = hours * rate
+    cost = m.compute_usd
     if cost_changes:
         cost = _piecewise_cost(cost, rows, seg_s, seg_e, iv, price, nodes, cost_changes)
     measures = {
         "x_ComputeCost": cost,
-        "ListComputeCost": hours * iv.list_rate_usd_per_hour[rows],
-        "x_NodeHours": hours * n,
-        "x_GpuHours": hours * n * gpu_count[rows],
+        "ListComputeCost": m.list_compute_usd,
+        "x_NodeHours": m.node_hours,
+        "x_GpuHours": m.gpu_hours,
         "x_Preemptions": m.preempted.astype("int64"),
         "x_Attempts": first_bucket.astype("int64"),
-        "x_RestartOverheadCost": m.overhead_hours * rate,
-        "x_PreemptionLossCost": m.loss_hours * rate,
-        "x_IdleCost": m.idle_hours * rate,
+        "x_RestartOverheadCost": m.restart_overhead_usd,
+        "x_PreemptionLossCost": m.preemption_loss_usd,
+        "x_IdleCost": m.idle_usd,
         "seg_start": seg_s,
         "seg_end": seg_e,
     }
@@ -329,5 +342,6 @@ def _piecewise_cost(
             continue
         pieces = price_pieces(float(iv.start[i]), float(iv.bill_end[i]), float(price[i]), zip(at.tolist(), prices.tolist()))
         t0, t1, p = (np.array(col, dtype="float64")[None, :] for col in zip(*pieces))
-        cost[lo:hi] = _piece_usd(np, t0, t1, p, seg_s[lo:hi, None], seg_e[lo:hi, None]).sum(axis=1) * nodes[i]
+        # summed piece after piece, as the one-attempt path sums them (the same float)
+        cost[lo:hi] = sum(_piece_usd(np, t0, t1, p, seg_s[lo:hi, None], seg_e[lo:hi, None]).T) * nodes[i]
     return cost

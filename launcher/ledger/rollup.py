@@ -104,18 +104,18 @@ def attempt_segments(a: AttemptCostInput) -> list[tuple[float, dict[str, float],
     """(month start, measures, seg start, seg end) of each UTC month the attempt's billed
     interval overlaps (launcher.cost.attempts' rules, one attempt at a time)."""
     one = one_attempt(a)
-    start, bill_end, rate, nodes = one.start, one.bill_end, one.rate_usd_per_hour, one.nodes
+    start, bill_end = one.start, one.bill_end
     out = []
     for i, (b0, b1) in enumerate(month_spans_s(start, bill_end)):
-        cost, m = one_bucket(one, b0, b1)
+        cost, m = one_bucket(one, b0, b1, a.accelerator_count)
         measures = {
             "compute_usd": cost,
-            "list_compute_usd": m.hours * one.list_rate_usd_per_hour,
-            "node_hours": m.hours * nodes,
-            "gpu_hours": m.hours * nodes * a.accelerator_count,
-            "restart_overhead_usd": m.overhead_hours * rate,
-            "preemption_loss_usd": m.loss_hours * rate,
-            "idle_usd": m.idle_hours * rate,
+            "list_compute_usd": m.list_compute_usd,
+            "node_hours": m.node_hours,
+            "gpu_hours": m.gpu_hours,
+            "restart_overhead_usd": m.restart_overhead_usd,
+            "preemption_loss_usd": m.preemption_loss_usd,
+            "idle_usd": m.idle_usd,
             "preemptions": 1.0 if m.preempted else 0.0,
             "attempts_started": 1.0 if i == 0 else 0.0,
             "attempt_segments": 1.0,

@@ -1,8 +1,10 @@
 """The cost rollup (launcher/ledger/rollup.py, plain Python, written by the ledger as runs end)
 gives the same grouped reports as reading every attempt (launcher/ledger/attempt_cost.py,
-vectorized): two implementations of the cost rules checked against each other on random
-ledgers that cross midnights and a month boundary, with preemptions, price changes, late
-events on ended runs, open attempts, re-opened runs and windows that cut runs in two. Also:
+vectorized): the cost rules of launcher/cost/attempts.py run one attempt at a time on
+launcher.cost.scalar_xp and on numpy arrays, each with its own bucketing and sums (SQL, pandas),
+checked against each other on random ledgers that cross midnights and a month boundary, with
+preemptions, price changes, late events on ended runs, open attempts, re-opened runs and windows
+that cut runs in two. Also:
 the rollup is really what the report reads, the bulk backfill (run when an older ledger is
 upgraded) writes the same rows as the ledger's own writes, on SQLite and PostgreSQL."""
 
