@@ -139,15 +139,15 @@ def _bucket_rules(
     in_bucket = xp.where(from_left, (b0 < t_end) & (t_end <= b1), (b0 <= t_end) & (t_end < b1))
     hours = _overlap(xp, s, e, b0, b1) / 3600.0
     return BucketMeasures(
-        hours=hours,
-        compute_usd=hours * rate,
-        list_compute_usd=hours * list_rate,
-        node_hours=hours * nodes,
-        gpu_hours=hours * nodes * gpus,
-        restart_overhead_usd=_overlap(xp, s, overhead_end, b0, b1) / 3600.0 * rate,
-        preemption_loss_usd=_overlap(xp, loss_start, idle_from, b0, b1) / 3600.0 * rate,
-        idle_usd=_overlap(xp, idle_from, e, b0, b1) / 3600.0 * rate,
-        preempted=preempted & in_bucket,
+        hours,
+        hours * rate,  # compute
+        hours * list_rate,  # list compute
+        hours * nodes,  # node hours
+        hours * nodes * gpus,  # GPU hours
+        _overlap(xp, s, overhead_end, b0, b1) / 3600.0 * rate,  # restart overhead
+        _overlap(xp, loss_start, idle_from, b0, b1) / 3600.0 * rate,  # preemption loss
+        _overlap(xp, idle_from, e, b0, b1) / 3600.0 * rate,  # idle
+        preempted & in_bucket,
     )
 
 
