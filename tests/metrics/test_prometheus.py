@@ -64,7 +64,8 @@ def test_promql_through_prometheus_equals_the_ledger(tmp_path, launcher_home, pr
     env = cli_env(LAUNCHER_HOME=str(launcher_home))
     env.pop("LAUNCHER_DB_URL", None)
     token = make_token("ops", "*", "viewer", env)
-    member = make_token("ada", "*", "member", env)
+    # a project admin: the server runs admins' --cloud local jobs in its own user (members' need --local-jobs-user)
+    member = make_token("ada", "ml", "admin", env)
     server = start_server(tmp_path, "--lease-seconds", "6", env=env)
     prom = None
     try:
