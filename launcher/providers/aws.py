@@ -438,19 +438,7 @@ class AwsProvider(Provider):
             if iid in failed:
                 out[iid] = IdleSignals(None, None, error=failed[iid])
                 continue
-            c = cpu.get(iid, [])
-            g = mw.merge_busiest(gpu.get(iid, []))
-            c_level, c_min, c_cov = mw.summarize(c, asked_until=asked_until, window=window)
-            g_level, g_min, g_cov = mw.summarize(g, asked_until=asked_until, window=window)
-            out[iid] = IdleSignals(
-                gpu_utilization_pct=g_level,
-                cpu_utilization_pct=c_level,
-                samples=len(c) + sum(len(vs) for vs in gpu.get(iid, [])),
-                gpu_covered_minutes=g_min if g_cov else None,
-                cpu_covered_minutes=c_min if c_cov else None,
-                gpu_coverage=g_cov,
-                cpu_coverage=c_cov,
-            )
+            out[iid] = mw.idle_signals([cpu.get(iid, [])], gpu.get(iid, []), asked_until=asked_until, window=window)
         return out
 
     def _gpu_series(self, cw, instance_ids: set[str]) -> dict[str, list[list[tuple[str, str]]]]:

@@ -389,18 +389,7 @@ class GcpProvider(Provider):
         out: dict[str, IdleSignals] = {}
         for inst in instances:
             nid = self._numeric_id(inst)
-            c, g = mw.merge_busiest(cpu.get(nid, [])), mw.merge_busiest(gpu.get(nid, []))
-            c_level, c_min, c_cov = mw.summarize(c, asked_until=asked_until, window=window)
-            g_level, g_min, g_cov = mw.summarize(g, asked_until=asked_until, window=window)
-            out[inst.instance_id] = IdleSignals(
-                gpu_utilization_pct=g_level,
-                cpu_utilization_pct=c_level,
-                samples=len(c) + sum(len(s) for s in gpu.get(nid, [])),
-                gpu_covered_minutes=g_min if g_cov else None,
-                cpu_covered_minutes=c_min if c_cov else None,
-                gpu_coverage=g_cov,
-                cpu_coverage=c_cov,
-            )
+            out[inst.instance_id] = mw.idle_signals(cpu.get(nid, []), gpu.get(nid, []), asked_until=asked_until, window=window)
         return out
 
     def _numeric_id(self, inst: InstanceInfo) -> str | None:

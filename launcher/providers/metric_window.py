@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from launcher.providers.base import MetricCoverage, MetricPoint
+from launcher.providers.base import IdleSignals, MetricCoverage, MetricPoint
 
 # Late data tolerated before the newest minutes count as a gap: CloudWatch publishes a basic
 # (5-minute) point up to about 10 minutes after its period starts; Cloud Monitoring's GCE
@@ -101,3 +101,26 @@ def summarize(
         asked_until=asked_until,
     )
     return level, covered.total_seconds() / 60, cov
+
+
+def idle_signals(
+    cpu_series: Sequence[Sequence[MetricPoint]],
+    gpu_series: Sequence[Sequence[MetricPoint]],
+    *,
+    asked_until: datetime,
+    window: timedelta,
+) -> IdleSignals:
+    """One machine's signals from its CPU and GPU series (one series per GPU, each as delivered),
+    judged over `window` ending at `asked_until`: the busiest series at each period counts."""
+    c, g = merge_busiest(cpu_series), merge_busiest(gpu_series)
+    c_level, c_min, c_cov = summarize(c, asked_until=asked_until, window=window)
+    g_level, g_min, g_cov = summarize(g, asked_until=asked_until, window=window)
+    return IdleSignals(
+        gpu_utilization_pct=g_level,
+        cpu_utilization_pct=c_level,
+        samples=len(c) + sum(len(points) for points in gpu_series),
+        gpu_covered_minutes=g_min if g_cov else None,
+        cpu_covered_minutes=c_min if c_cov else None,
+        gpu_coverage=g_cov,
+        cpu_coverage=c_cov,
+    )
