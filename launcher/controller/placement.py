@@ -49,6 +49,17 @@ def _key(o: Offer) -> tuple:
     return (o.cloud, o.region, o.zone, o.instance_type, o.spot)
 
 
+def spot_zones(ranked):
+    """The ranked spot offers, one per zone (the first, best-ranked, of each), in rank order."""
+    seen: set[tuple] = set()
+    out = []
+    for s in ranked:
+        if s.offer.spot and _key(s.offer) not in seen:
+            seen.add(_key(s.offer))
+            out.append(s)
+    return out
+
+
 @dataclass(frozen=True)
 class Held:
     """What the controller holds now, in the policy's terms."""
@@ -77,12 +88,7 @@ class PlacementDriver:
         if tick_s <= 0:
             raise ValueError("tick_s must be positive")
         self.policy = policy
-        seen: set[tuple] = set()
-        zones = []
-        for s in ranked:
-            if s.offer.spot and _key(s.offer) not in seen:
-                seen.add(_key(s.offer))
-                zones.append(s)
+        zones = spot_zones(ranked)
         self.placement_scores: dict[Offer, int] = dict(placement_scores or {})
         zones.sort(key=lambda s: self.placement_scores.get(s.offer, 10) <= LOW_PLACEMENT_SCORE)  # stable: rank order within
         if not policy.multi_zone:
@@ -229,12 +235,7 @@ def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, 
     Other recovery policies keep their own rule."""
     if not has_deadline or recovery.name not in PLACEMENT_BY_RECOVERY:
         return None
-    seen: set[tuple] = set()
-    spots = []
-    for s in ranked:
-        if s.offer.spot and _key(s.offer) not in seen:
-            seen.add(_key(s.offer))
-            spots.append(s)
+    spots = spot_zones(ranked)
     if not spots:
         return None  # nothing to wait for or move to: the recovery policy places on-demand at once
     single, multi = PLACEMENT_BY_RECOVERY[recovery.name]
