@@ -1,4 +1,5 @@
-"""The `expected-cost` policy against the simple policies, tuning set and judging sets kept apart
+"""The model-based policies (`markov-dp`, `expected-cost`) against the simple policies, tuning set and
+judging sets kept apart
 (`bench_policies.py --model` runs it; `bench_policies.py` alone runs it after the older tables).
 
 - **Tuning set**: `launcher.simulation.synthetic` (the generator the policies' parameters were chosen on).
@@ -7,9 +8,9 @@
   tuning, seeds `JUDGING_SEEDS`, never tuned on).
 
 Per set and regime (collection, for the public traces): single-zone cost / exact optimum, mean and
-worst, and deadline misses for greedy, uniform progress, deadline-aware and expected-cost, measured
-in the same run; `expected-cost-multi-zone` (3 zones, the public zone groups) against
-`expected-cost` in its home zone, worst per case; the time per decision of expected-cost; and the
+worst, and deadline misses for greedy, uniform progress, deadline-aware, expected-cost and markov-dp,
+measured in the same run; `expected-cost-multi-zone` (3 zones, the public zone groups) against
+`expected-cost` in its home zone, worst per case (`markov-dp` plans on one zone); the time per decision of expected-cost; and the
 issue's goal lines, each PASS or FAIL, for each judging set.
 """
 
@@ -25,12 +26,14 @@ from launcher.simulation import synthetic, synthetic_shifted
 from launcher.simulation.engine import SimCase, simulate
 from launcher.simulation.omniscient import omniscient_cost
 
-POLICIES = ("greedy", "uniform-progress", "deadline-aware", "expected-cost")
-MODEL = "expected-cost"
+POLICIES = ("greedy", "uniform-progress", "deadline-aware", "expected-cost", "markov-dp")
+MODEL = "markov-dp"  # the goal lines and the speed figures are this policy's
 MULTI = "expected-cost-multi-zone"
+MULTI_SINGLE = "expected-cost"  # the multi-zone policy's single-zone twin
 ZONES = 3
 HOURS = 130.0
 TUNE_SEEDS = (0, 1, 2)
+BEST = "best of 5"  # per case, the cheapest of POLICIES: a ceiling for any choice among them
 
 
 class Timed(PlacementPolicy):
@@ -39,6 +42,7 @@ class Timed(PlacementPolicy):
     def __init__(self, inner: PlacementPolicy) -> None:
         self.inner, self.name, self.multi_zone = inner, inner.name, inner.multi_zone
         self.seconds, self.calls, self.worst = 0.0, 0, 0.0
+        self.over_20ms = 0  # decisions slower than the issue's 20 ms
 
     def reset(self) -> None:
         self.inner.reset()
@@ -50,6 +54,7 @@ class Timed(PlacementPolicy):
         self.seconds += dt
         self.calls += 1
         self.worst = max(self.worst, dt)
+        self.over_20ms += dt >= 0.020
         return d
 
 
@@ -72,6 +77,7 @@ def row(args: tuple[SimCase, str, bool]) -> dict:
         if name == MODEL:
             out["case_s"] = time.perf_counter() - t0
             out["decide_s"], out["decisions"], out["worst_decide_s"] = pol.seconds, pol.calls, pol.worst
+            out["over_20ms"] = pol.over_20ms
     if multi and len(case.traces) > 1:
         r = simulate(get_placement_policy(MULTI), case)
         out[MULTI] = (r.cost, not r.met_deadline)
@@ -92,7 +98,7 @@ def table(title: str, rows: list[dict]) -> dict:
     single-zone twin; returns the figures the goals read."""
     groups = sorted({r["group"] for r in rows})
     print(f"\n{title}: cost / exact optimum, mean  worst  misses")
-    print(f"{'regime':<30}{'cases':>6}" + "".join(f"{p:>26}" for p in POLICIES) + f"{'worst mz/single':>17}")
+    print(f"{'regime':<30}{'cases':>6}" + "".join(f"{p:>26}" for p in (*POLICIES, BEST)) + f"{'worst mz/single':>17}")
     out: dict = {}
     for g in (*groups, "all"):
         sub = [r for r in rows if g in ("all", r["group"]) and r["opt"]]
@@ -104,7 +110,10 @@ def table(title: str, rows: list[dict]) -> dict:
             ratios = [r[p][0] / r["opt"] for r in sub]
             o[p] = {"mean": statistics.fmean(ratios), "worst": max(ratios), "misses": sum(r[p][1] for r in sub)}
             cells.append(f"{o[p]['mean']:>9.3f} {o[p]['worst']:>7.3f} {o[p]['misses']:>4d}    ")
-        mz = [r[MULTI][0] / r[MODEL][0] for r in sub if MULTI in r]
+        best = [min(r[p][0] for p in POLICIES) / r["opt"] for r in sub]
+        o[BEST] = {"mean": statistics.fmean(best), "worst": max(best)}
+        cells.append(f"{o[BEST]['mean']:>9.3f} {o[BEST]['worst']:>7.3f}         ")
+        mz = [r[MULTI][0] / r[MULTI_SINGLE][0] for r in sub if MULTI in r]
         if mz:
             o[MULTI] = {"worst_vs_single": max(mz), "over_1_02": sum(x > 1.02 for x in mz),
                         "misses": sum(r[MULTI][1] for r in sub if MULTI in r), "cases": len(mz)}
@@ -119,7 +128,9 @@ def speed(rows: list[dict]) -> dict:
     s = sum(r["decide_s"] for r in rows)
     worst = max(r["worst_decide_s"] for r in rows)
     per80 = statistics.fmean(r["case_s"] for r in rows) * 80
-    return {"ms_per_decision": 1000 * s / n, "worst_ms": 1000 * worst, "seconds_per_80_cases": per80, "decisions": n}
+    slow = sum(r["over_20ms"] for r in rows)
+    return {"ms_per_decision": 1000 * s / n, "worst_ms": 1000 * worst, "seconds_per_80_cases": per80, "decisions": n,
+            "decisions_over_20ms": slow}
 
 
 def goals(name: str, figs: dict) -> list[tuple[str, bool, str]]:
@@ -138,7 +149,8 @@ def goals(name: str, figs: dict) -> list[tuple[str, bool, str]]:
           f"{a['deadline-aware']['mean']:.3f} / {a['deadline-aware']['worst']:.3f})"
     out = [
         (f"[{name}] mean <= 1.05x optimum", m["mean"] <= 1.05, f"{m['mean']:.3f} {ref}"),
-        (f"[{name}] worst <= 1.3x optimum", m["worst"] <= 1.3, f"{m['worst']:.3f}"),
+        (f"[{name}] worst <= 1.3x optimum", m["worst"] <= 1.3,
+         f"{m['worst']:.3f} (best of 5 per case: mean {a[BEST]['mean']:.3f}, worst {a[BEST]['worst']:.3f})"),
         (f"[{name}] 0 deadline misses", m["misses"] == 0 and a.get(MULTI, {}).get("misses", 0) == 0,
          f"single {m['misses']}, multi-zone {a.get(MULTI, {}).get('misses', 0)}"),
         (f"[{name}] no regime where uniform progress or greedy is cheaper by > 0.5%", not behind, "; ".join(behind)),

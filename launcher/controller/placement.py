@@ -211,6 +211,7 @@ class PlacementDriver:
 PLACEMENT_BY_RECOVERY: dict[str, tuple[str, str]] = {
     "deadline-aware": ("deadline-aware", "multi-zone"),
     "expected-cost": ("expected-cost", "expected-cost-multi-zone"),
+    "markov-dp": ("markov-dp", "markov-dp"),  # plans on one zone: the plan's first spot zone
 }
 
 
@@ -231,7 +232,8 @@ def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, 
     """The placement policy a run's controller consults at every tick-equivalent: with a deadline
     and the `deadline-aware` recovery policy (the default then), `multi-zone` when the plan offers
     spot in several places, else `deadline-aware`; with `expected-cost`, `expected-cost-multi-zone`
-    or `expected-cost` (priors of each zone's spells from its interruption band, given by `PlacementDriver`).
+    or `expected-cost` (priors of each zone's spells from its interruption band, given by `PlacementDriver`);
+    with `markov-dp`, `markov-dp` in the plan's first spot zone (its prior from the band too).
     Other recovery policies keep their own rule."""
     if not has_deadline or recovery.name not in PLACEMENT_BY_RECOVERY:
         return None
@@ -240,6 +242,6 @@ def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, 
         return None  # nothing to wait for or move to: the recovery policy places on-demand at once
     single, multi = PLACEMENT_BY_RECOVERY[recovery.name]
     name = multi if len(spots) > 1 else single
-    if recovery.name == "expected-cost":  # its zones' priors come from their bands (PlacementDriver)
+    if recovery.name in ("expected-cost", "markov-dp"):  # zones' priors come from their bands (PlacementDriver)
         return get_placement_policy(name, band_priors=True)
     return get_placement_policy(name)

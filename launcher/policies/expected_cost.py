@@ -27,7 +27,6 @@ up most at run hour 14: 92%); spot saves $4.10 over waiting (expected $51.30 to 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
@@ -45,7 +44,7 @@ from launcher.policies.cost_to_go import (
     solve_in_chunks,
 )
 from launcher.policies.deadline_aware import prices
-from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot
+from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot, snap_to_tick
 from launcher.policies.shadow import ShadowRun
 
 SELF = "model"
@@ -397,23 +396,8 @@ class ExpectedCostPolicy(PlacementPolicy):
         return Decision(Choice.NONE, state.current_zone, f"{tag} (wait)")
 
     # ---- the decision -----------------------------------------------------------------------------
-    @staticmethod
-    def _snap(state: DecisionState) -> DecisionState:
-        """Times on the decision tick (the simulator's are; the controller's clock is within float
-        noise of them), so that the model, the shadows and the figures in reasons are the same
-        numbers in both."""
-        g = state.gap_hours
-        if g <= 0:
-            return state
-        snap = lambda h: round(h / g) * g  # noqa: E731
-        deadline = None if state.deadline_hours is None else snap(state.deadline_hours)
-        return replace(state, elapsed_hours=snap(state.elapsed_hours), work_done_hours=snap(state.work_done_hours),
-                       deadline_hours=deadline,
-                       work_total_hours=snap(state.work_total_hours),
-                       overhead_remaining_hours=snap(state.overhead_remaining_hours))  # fmt: skip
-
     def decide(self, state: DecisionState) -> Decision:
-        state = self._snap(state)
+        state = snap_to_tick(state)
         z = state.current_zone
         self._observe(state)
         if state.deadline_hours is None:

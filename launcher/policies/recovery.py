@@ -144,12 +144,22 @@ class ExpectedCostRecoveryPolicy(DeadlineAwareRecoveryPolicy):
         super().__init__(penalize_after, placement, **placement_params)
 
 
+class MarkovDPRecoveryPolicy(DeadlineAwareRecoveryPolicy):
+    """The same adapter over the `markov-dp` placement policy (`launcher: recovery: markov-dp`)."""
+
+    name = "markov-dp"
+
+    def __init__(self, penalize_after: int = 2, placement: str = "markov-dp", **placement_params) -> None:
+        super().__init__(penalize_after, placement, **placement_params)
+
+
 _RECOVERY: dict[str, Callable[..., RecoveryPolicy]] = {
     "same-offer": SameOfferPolicy,
     "next-offer": NextOfferPolicy,
     "on-demand": OnDemandRecoveryPolicy,
     "deadline-aware": DeadlineAwareRecoveryPolicy,
     "expected-cost": ExpectedCostRecoveryPolicy,
+    "markov-dp": MarkovDPRecoveryPolicy,
 }
 
 

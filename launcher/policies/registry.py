@@ -51,6 +51,12 @@ def _expected_cost_multi_zone(**kw) -> PlacementPolicy:
     return ExpectedCostMultiZonePolicy(**kw)
 
 
+def _markov_dp(**kw) -> PlacementPolicy:
+    from launcher.policies.markov_dp import MarkovDPPolicy
+
+    return MarkovDPPolicy(**kw)
+
+
 _PLACEMENT: dict[str, Callable[..., PlacementPolicy]] = {
     "on-demand": _on_demand,
     "greedy": _greedy,
@@ -59,6 +65,7 @@ _PLACEMENT: dict[str, Callable[..., PlacementPolicy]] = {
     "multi-zone": _multi_zone,
     "expected-cost": _expected_cost,
     "expected-cost-multi-zone": _expected_cost_multi_zone,
+    "markov-dp": _markov_dp,
 }
 
 DEFAULT_WITH_DEADLINE = "deadline-aware"

@@ -18,6 +18,8 @@ routes its decisions through `enforce` cannot miss a deadline that on-demand fro
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from launcher.policies.base import Choice, Decision, DecisionState
 
 DEFAULT_POLL_HOURS = 0.1
@@ -108,3 +110,16 @@ def enforce(state: DecisionState, proposed: Decision, b: Budget | None = None) -
     if choice is Choice.NONE and not b.can_wait():
         return Decision(Choice.ON_DEMAND, state.current_zone, "safety net: no slack left to wait")
     return proposed
+
+
+def snap_to_tick(state: DecisionState) -> DecisionState:
+    """Times on the decision tick (the simulator's are; the controller's clock is within float noise
+    of them), so that a policy that plans and explains in numbers gets the same numbers in both."""
+    g = state.gap_hours
+    if g <= 0:
+        return state
+    snap = lambda h: round(h / g) * g  # noqa: E731
+    deadline = None if state.deadline_hours is None else snap(state.deadline_hours)
+    return replace(state, elapsed_hours=snap(state.elapsed_hours), work_done_hours=snap(state.work_done_hours),
+                   deadline_hours=deadline, work_total_hours=snap(state.work_total_hours),
+                   overhead_remaining_hours=snap(state.overhead_remaining_hours))  # fmt: skip

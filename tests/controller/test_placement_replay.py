@@ -294,7 +294,7 @@ def test_hand_made_trace_waits_goes_on_demand_and_moves_back_to_spot(tmp_path, c
     assert "placement" in table and "decision=spot, slack_hours=" in table and "wait for spot" in table
 
 
-@pytest.mark.parametrize("policy", ["deadline-aware", "greedy", "uniform-progress", "expected-cost"])
+@pytest.mark.parametrize("policy", ["deadline-aware", "greedy", "uniform-progress", "expected-cost", "markov-dp"])
 @pytest.mark.parametrize("regime,seed", [("flapping", 1), ("long-outages", 2), ("scarce", 3)])
 def test_synthetic_traces_single_zone_tick_for_tick(policy, regime, seed, tmp_path):
     traces = generate(regime, zones=1, hours=30, seed=seed, gap_seconds=GAP_S)
@@ -315,6 +315,14 @@ def test_judging_generator_traces_tick_for_tick(policy, regime, seed, tmp_path):
     # replay's tick: the model-based policies decide alike there too, reasons included.
     traces = tuple(Trace(t.name, float(GAP_S), t.available) for t in generate_shifted(regime, zones=3, hours=40, seed=seed))
     check(policy, traces, tmp_path, work_ticks=120, deadline_ticks=220, overhead_ticks=2)
+
+
+@pytest.mark.parametrize("regime,seed", [("daily-weekly", 1), ("regime-shift", 2), ("heavy-tail", 3)])
+def test_markov_dp_on_judging_generator_traces_tick_for_tick(regime, seed, tmp_path):
+    # `markov-dp` plans on one zone's model; its tables are solved in chunks at decision instants,
+    # so the controller must ask at the same instants as the simulator for the same decisions.
+    traces = tuple(Trace(t.name, float(GAP_S), t.available) for t in generate_shifted(regime, zones=1, hours=40, seed=seed))
+    check("markov-dp", traces, tmp_path, work_ticks=120, deadline_ticks=220, overhead_ticks=2)
 
 
 @pytest.mark.parametrize("regime,seed", [("scarce", 3), ("scarce", 8)])

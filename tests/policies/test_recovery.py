@@ -37,7 +37,8 @@ def state(slack_hours: float, spot_up: bool, work_left: float = 10.0, current=Ch
 
 
 def test_names_default_and_unknown():
-    assert set(names()) == {"same-offer", "next-offer", "on-demand", "deadline-aware", "expected-cost"}
+    assert set(names()) == {"same-offer", "next-offer", "on-demand", "deadline-aware", "expected-cost",
+                           "markov-dp"}
     assert default_recovery_policy(True) == "deadline-aware"
     assert default_recovery_policy(False) == "next-offer"
     with pytest.raises(UnknownNameError) as e:

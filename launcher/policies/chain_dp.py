@@ -1,0 +1,148 @@
+"""The exact dynamic programme behind `markov-dp` and the benchmark's online optimum: the least
+expected cost to finish, never missing the deadline, when spot capacity is a two-state chain whose
+per-tick probabilities are given, under the simulator's rules (`launcher.simulation.engine`).
+
+State at the decision of tick t (after a preemption has been applied): progress p, the cluster held
+(none, on-demand, spot), the restart overhead ticks it still owes k, and capacity up or down now.
+Actions: wait (drop what is held), on-demand (start or stay), spot (start or stay, capacity up). A
+start owes O ticks (billed, no progress); a spot cluster dies at the first tick without capacity;
+the run ends at W ticks of progress; a state from which the work cannot finish by the deadline has
+infinite cost, so the policy never risks a miss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from launcher.policies.base import Choice
+
+_INF = math.inf
+
+
+class ChainTable:
+    """What `solve_chain` returns: actions (and, with `values`, expected costs) per tick, state and
+    progress, for a job of W ticks of work, O ticks of overhead and D ticks to the deadline."""
+
+    def __init__(self, W: int, O: int, D: int) -> None:
+        self.W, self.O, self.D = W, O, D
+        K = O + 1
+        self.none = (0, 1)  # capacity down, up
+        self.od = [(2 + 2 * k, 3 + 2 * k) for k in range(K)]
+        self.spot = [2 + 2 * K + k for k in range(K)]
+        self.n_states = 2 + 3 * K
+        self.action = np.zeros((D, self.n_states, W), dtype=np.int8)
+        self.values: np.ndarray | None = None
+        self.v0: np.ndarray | None = None
+
+    def state_index(self, held: Choice, owed: int, up: bool) -> int:
+        owed = min(max(owed, 0), self.O)
+        if held is Choice.SPOT and up:
+            return self.spot[owed]
+        if held is Choice.ON_DEMAND:
+            return self.od[owed][int(up)]
+        return self.none[int(up)]
+
+    def choose(self, t: int, p: int, held: Choice, owed: int, up: bool) -> Choice:
+        if p >= self.W:
+            return Choice.NONE
+        t = min(max(t, 0), self.D - 1)
+        a = int(self.action[t, self.state_index(held, owed, up), max(p, 0)])
+        return (Choice.NONE, Choice.ON_DEMAND, Choice.SPOT)[a]
+
+    def value(self, t: int, p: int, held: Choice, owed: int, up: bool) -> float:
+        """Expected cost to finish (USD) at the decision of tick t (needs `values`)."""
+        if p >= self.W:
+            return 0.0
+        assert self.values is not None
+        t = min(max(t, 0), self.D - 1)
+        return float(self.values[t, self.state_index(held, owed, up), max(p, 0)])
+
+
+def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int, od_tick: float, sp_tick: float,
+                *, values: bool = False, chunk: int = 1 << 30):  # fmt: skip
+    """Backward induction over D = len(p_up_stays) ticks, the chain's probabilities per tick
+    (`p_up_stays[t]`: capacity up at t stays up at t + 1); prices per tick. A generator that pauses
+    after every `chunk` ticks, so a caller can spread a solve over several decisions; its return
+    value is the ChainTable."""
+    D = len(p_up_stays)
+    tab = ChainTable(W, O, D)
+    K = O + 1
+    if values:
+        tab.values = np.zeros((D, tab.n_states, W), dtype=np.float32)
+    v_next = np.full((tab.n_states, W), _INF)
+    for t in range(D - 1, -1, -1):
+        if (D - 1 - t) and (D - 1 - t) % chunk == 0:
+            yield None
+        vn = v_next[0:2]  # none: [down, up]
+        vo = v_next[2 : 2 + 2 * K].reshape(K, 2, W)  # on-demand: [k, down/up]
+        vs = v_next[2 + 2 * K :]  # spot: [k] (capacity up)
+        v = np.empty_like(v_next)
+        act = tab.action[t]
+        for up_now in (0, 1):
+            p_up = float(p_up_stays[t]) if up_now else 1.0 - float(p_down_stays[t])
+            # The next decision's value for each cluster held after this tick.
+            n_none = _mix(p_up, vn[1], vn[0])
+            n_od = _mix(p_up, vo[:, 1], vo[:, 0])  # [k]
+            # Holding with k owed at this tick: overhead first (k - 1 owed next), then progress.
+            run_od = np.empty((K, W))
+            run_od[1:] = od_tick + n_od[:-1]
+            run_od[0, :-1] = od_tick + n_od[0, 1:]
+            run_od[0, -1] = od_tick  # the last tick of work: done
+            wait = n_none
+            od_start = run_od[O]
+            rows = slice(2 + up_now, 2 + 2 * K, 2)
+            if up_now:
+                n_spot = _mix(p_up, vs, vn[0])  # preempted to none when capacity goes
+                run_sp = np.empty((K, W))
+                run_sp[1:] = sp_tick + n_spot[:-1]
+                run_sp[0, :-1] = sp_tick + n_spot[0, 1:]
+                run_sp[0, -1] = sp_tick
+                spot_start = run_sp[O]
+                v[up_now], act[up_now] = _least3(wait, od_start, spot_start)
+                v[rows], act[rows] = _least3(wait, run_od, spot_start)
+                v[2 + 2 * K :], act[2 + 2 * K :] = _least3(wait, od_start, run_sp)
+            else:
+                v[up_now], act[up_now] = _least2(wait, od_start)
+                v[rows], act[rows] = _least2(wait, run_od)
+        if values:
+            tab.values[t] = v
+        v_next = v
+    tab.v0 = v_next
+    return tab
+
+
+def drain(gen):
+    while True:
+        try:
+            next(gen)
+        except StopIteration as done:
+            return done.value
+
+
+_TIE = 1e-9  # relative: within this, costs are equal (float noise)
+
+
+def _least2(wait: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise least of waiting and on-demand (broadcast), index 0 / 1; a tie waits (it keeps
+    the chance of spot)."""
+    take = other < wait * (1.0 - _TIE) - _TIE
+    return np.where(take, other, wait), take.astype(np.int8)
+
+
+def _least3(wait: np.ndarray, od: np.ndarray, spot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """As `_least2` with spot (index 2); a tie with spot takes spot (progress now, at the same cost)."""
+    v, idx = _least2(wait, od)
+    take = spot <= v * (1.0 + _TIE) + _TIE
+    return np.where(take, spot, v), np.where(take, np.int8(2), idx)
+
+
+def _mix(p: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """p * a + (1 - p) * b, where a branch of probability 0 does not count (0 * inf is no cost)."""
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    if p <= 0.0:
+        return np.broadcast_to(b, shape)
+    if p >= 1.0:
+        return np.broadcast_to(a, shape)
+    return p * a + (1.0 - p) * b

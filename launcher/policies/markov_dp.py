@@ -1,0 +1,249 @@
+"""`markov-dp`: act by the optimal online policy for the availability model estimated so far.
+
+`launcher.simulation.online_optimum` solves, for capacity that follows a known two-state chain,
+the policy of least expected cost that never misses the deadline, tick by tick under the
+simulator's rules. This policy is its estimated-model twin: the chain is not known, so at every
+re-solve it takes the chain that the run's observations give (`availability_model.ZoneModel`:
+Gamma posteriors of the rates up->down and down->up per hour of the run's day, shrunk to the zone's
+overall rates and those to a prior), turns it into per-tick probabilities over the time left (so a
+daily cycle the run has seen is in the plan), and solves the exact DP on a tick of `O / 3` or finer
+(`max_ticks` at most to the deadline). Between solves it reads its table: the state is the tick, the
+work done, the cluster held, the overhead still owed and whether capacity is up now.
+
+Solves are spread over decisions (`chunk` ticks of backward induction per decision) so that no
+decision waits for a whole one; the first decision solves a coarse table at once. Every decision
+goes through `safety.enforce`, so a wrong estimate costs money, never the deadline. Each reason names
+the estimate it acted on and the expected cost to finish under it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
+from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
+from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
+from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot, snap_to_tick
+
+_CYCLE_SHOWN = 0.3
+
+
+class MarkovDPPolicy(PlacementPolicy):
+    name = "markov-dp"
+
+    def __init__(self, prior_up_hours: float = 1.0, prior_down_hours: float = 2.0, prior_weight: float = 0.5,
+                 bin_weight: float = 2.0, overhead_ticks: int = 3, max_ticks: int = 720, first_ticks: int = 120,
+                 resolve_hours: float = 2.0, stale_hours: float = 8.0, rate_change: float = 0.2, chunk: int = 48,
+                 reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
+                 poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
+        """Defaults chosen on the tuning generator only. `overhead_ticks`: the DP's tick is at most a
+        restart overhead over this; `max_ticks` / `first_ticks`: ticks to the deadline at most in a
+        solve / in the first decision's coarse solve; `resolve_hours`: how often the model is
+        solved again; `chunk`: ticks of a solve done per decision."""
+        if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
+            raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
+        if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1:
+            raise ValueError("overhead_ticks >= 1, max_ticks and first_ticks >= 8, chunk >= 1")
+        self.prior_up_hours, self.prior_down_hours = prior_up_hours, prior_down_hours
+        self.prior_weight, self.bin_weight = prior_weight, bin_weight
+        self.overhead_ticks, self.max_ticks, self.first_ticks = overhead_ticks, max_ticks, first_ticks
+        if stale_hours < resolve_hours or rate_change < 0:
+            raise ValueError("stale_hours must be >= resolve_hours and rate_change >= 0")
+        self.resolve_hours, self.stale_hours, self.rate_change = resolve_hours, stale_hours, rate_change
+        self.chunk, self.poll_hours = chunk, poll_hours
+        if reserve_overheads < 0:
+            raise ValueError("reserve_overheads must be >= 0")
+        self.reserve_overheads, self.wait_when_up = reserve_overheads, wait_when_up
+        self.band_priors = band_priors
+        self._zone_priors: dict[int, float] = {}
+        self.reset()
+
+    # ---- run state --------------------------------------------------------------------------------
+    def seed_prior(self, zone: int, up_hours: float) -> None:
+        """A zone's prior mean up spell (from its offer's interruption band); kept across `reset`."""
+        if up_hours <= 0:
+            raise ValueError("a prior up spell must be > 0")
+        self._zone_priors[zone] = up_hours
+
+    def reset(self) -> None:
+        self.model: ZoneModel | None = None
+        self._seed: tuple[float, int] | None = None
+        self.plan: _Plan | None = None
+        self._pending: _Solve | None = None
+        self._pending_t = -math.inf
+        self._last_reason: tuple | None = None
+        self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
+
+    def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
+        self._seed = (up_hours, preemptions)
+        self._fallback.seed_history(zone, up_hours, preemptions)
+
+    def _observe(self, state: DecisionState) -> ZoneModel:
+        z = state.current_zone
+        if self.model is None:
+            up = self._zone_priors.get(z, self.prior_up_hours)
+            self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight)
+            if self._seed is not None:
+                self.model.seed_up(*self._seed)
+        self.model.observe(state.elapsed_hours, state.spot_available[z])
+        return self.model
+
+    # ---- solving ----------------------------------------------------------------------------------
+    def _tick_hours(self, state: DecisionState, left: float, most: int) -> float:
+        o = state.restart_overhead_hours
+        fine = o / self.overhead_ticks if o > 0 else left / most
+        return max(fine, left / most, state.gap_hours, 1.0 / 60.0)
+
+    def _start_solve(self, state: DecisionState, most: int) -> _Solve | None:
+        o = state.restart_overhead_hours
+        left = state.deadline_hours - state.elapsed_hours - self.reserve_overheads * o
+        work = state.work_total_hours - state.work_done_hours
+        if work <= 0 or left - work < o:  # no plan keeps the reserve: deadline-aware decides
+            return None
+        g = self._tick_hours(state, left, most)
+        od, sp = prices(state)
+        return _Solve(self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp, self.chunk)
+
+    def _advance(self, state: DecisionState) -> None:
+        t = state.elapsed_hours
+        if self.plan is None:
+            solve = self._start_solve(state, self.first_ticks)
+            self.plan = solve.finish() if solve is not None else None
+            self._pending = self._start_solve(state, self.max_ticks)
+            self._pending_t = t
+            return
+        if self._pending is not None:
+            if t > self._pending_t:
+                self._pending_t = t
+                if self._pending.step():
+                    self.plan, self._pending = self._pending.plan, None
+            return
+        age = t - self.plan.t0
+        if age >= self.resolve_hours - 1e-9 and (age >= self.stale_hours - 1e-9 or self._moved()):
+            self._pending = self._start_solve(state, self.max_ticks)
+            self._pending_t = t
+            if self._pending is None:
+                self.plan = None
+            if self._pending is not None and self._pending.step():
+                self.plan, self._pending = self._pending.plan, None
+
+    def _moved(self) -> bool:
+        """Has a rate the plan was solved with moved by more than `rate_change` since?"""
+        ru, rd = _hourly_rates(self.model)
+        old_u, old_d = self.plan.rates
+        return bool(np.max(np.abs(np.log(ru / old_u))) > self.rate_change
+                    or np.max(np.abs(np.log(rd / old_d))) > self.rate_change)  # fmt: skip
+
+    # ---- deciding ---------------------------------------------------------------------------------
+    def decide(self, state: DecisionState) -> Decision:
+        state = snap_to_tick(state)
+        z = state.current_zone
+        m = self._observe(state)
+        if state.deadline_hours is None:
+            if state.spot_available[z]:
+                return Decision(Choice.SPOT, z, "spot, no deadline")
+            return Decision(Choice.NONE, z, "wait for spot, no deadline")
+        b = budget(state, self.poll_hours)
+        if b.remaining <= 0:
+            return Decision(Choice.NONE, z, "done")
+        fallback = self._fallback.decide(state)  # every tick, so its spells stay in step
+        self._advance(state)
+        if holding_spot(state):
+            return Decision(Choice.SPOT, z, "exploit the live spot cluster")
+        plan = self.plan
+        choice, cost = plan.lookup(state) if plan is not None else (Choice.NONE, math.inf)
+        if not math.isfinite(cost):  # the model sees no way to keep its reserve: the rule-based policy
+            return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
+        if choice is Choice.NONE and state.spot_available[z] and not self.wait_when_up:
+            choice = Choice.SPOT
+        return enforce(state, Decision(choice, z, self._reason(m, choice, cost, plan)), b)
+
+    def _reason(self, m: ZoneModel, choice: Choice, cost: float, plan: _Plan) -> str:
+        key = (choice, plan.t0)
+        if self._last_reason is not None and self._last_reason[0] == key:
+            return self._last_reason[1]
+        verb = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
+        why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{_cycle(m)}; "
+               f"the optimal policy for it: {verb} (expected ${cost:.2f} to finish)")  # fmt: skip
+        self._last_reason = (key, why)
+        return why
+
+
+def _cycle(m: ZoneModel) -> str:
+    if m.seen_hours() < HOURS_PER_DAY:
+        return ""
+    prof = m.daily_profile()
+    hi, lo = max(prof), min(prof)
+    if hi - lo < _CYCLE_SHOWN:
+        return ""
+    return f" (daily cycle, up most at run hour {prof.index(hi)}: {100 * hi:.0f}%, least at {prof.index(lo)}: {100 * lo:.0f}%)"
+
+
+def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mean rates (per hour) of leaving up and leaving down, per hour of the run's day."""
+    ru = np.empty(HOURS_PER_DAY)
+    rd = np.empty(HOURS_PER_DAY)
+    for h in range(HOURS_PER_DAY):
+        a, b = model.rate_posterior(1, h)
+        ru[h] = a / b
+        a, b = model.rate_posterior(0, h)
+        rd[h] = a / b
+    return ru, rd
+
+
+class _Plan:
+    """A solved table and where it stands in the run: solved at `t0` with `w_ticks` of work left,
+    from the hourly `rates` (up, down)."""
+
+    __slots__ = ("table", "t0", "g", "w_ticks", "rates")
+
+    def __init__(self, table, t0: float, g: float, w_ticks: int, rates: tuple[np.ndarray, np.ndarray]) -> None:
+        self.table, self.t0, self.g, self.w_ticks, self.rates = table, t0, g, w_ticks, rates
+
+    def lookup(self, state: DecisionState) -> tuple[Choice, float]:
+        g = self.g
+        i = int(math.floor((state.elapsed_hours - self.t0) / g + 1e-6))
+        left = max(0.0, state.work_total_hours - state.work_done_hours)
+        p = self.w_ticks - math.ceil(left / g - 1e-6)
+        owed = math.ceil(state.overhead_remaining_hours / g - 1e-6)
+        up = state.spot_available[state.current_zone]
+        held = state.current
+        tab = self.table
+        return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
+
+
+class _Solve:
+    """One solve in progress: `step()` runs a chunk of it and says when it is done."""
+
+    def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
+                 od: float, sp: float, chunk: int) -> None:  # fmt: skip
+        from launcher.policies.chain_dp import solve_chain
+
+        D = max(1, math.floor(left / g + 1e-9))
+        W = max(1, math.ceil(work / g - 1e-9))
+        O = round(overhead / g)
+        W = min(W, max(1, D - O))  # an estimate past what on-demand can do: the safety net decides
+        tau = t0 + (np.arange(D) + 0.5) * g
+        hours = (tau % HOURS_PER_DAY).astype(int)
+        ru, rd = self.rates = _hourly_rates(model)
+        puu = np.exp(-g * ru[hours])
+        pdd = np.exp(-g * rd[hours])
+        self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk)
+        self.t0, self.g, self.W = t0, g, W
+        self.plan: _Plan | None = None
+
+    def step(self) -> bool:
+        try:
+            next(self._gen)
+            return False
+        except StopIteration as done:
+            self.plan = _Plan(done.value, self.t0, self.g, self.W, self.rates)
+            return True
+
+    def finish(self) -> _Plan:
+        while not self.step():
+            pass
+        assert self.plan is not None
+        return self.plan

@@ -1,0 +1,105 @@
+"""The exact online DP (`policies.chain_dp`), the benchmark's online optimum built on it
+(`simulation.online_optimum`) and the `markov-dp` policy that plans with it on estimated rates."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from launcher.policies.base import Choice, DecisionState
+from launcher.policies.chain_dp import drain, solve_chain
+from launcher.policies.registry import get_placement_policy
+from launcher.simulation.engine import SimCase, simulate
+from launcher.simulation.omniscient import omniscient_cost
+from launcher.simulation.online_optimum import MarkovSpells, OnlineOptimumPolicy, table_for
+from launcher.simulation.synthetic_shifted import generate as generate_shifted
+from launcher.simulation.traces import Trace
+
+GAP_S = 240.0
+G = GAP_S / 3600
+OD, SP = 3.06, 0.9731
+
+
+def case(trace: Trace, work: float = 8.0, factor: float = 1.5) -> SimCase:
+    return SimCase((trace,), 0, work, work * factor, 0.2, OD, SP)
+
+
+def test_constant_chains_have_the_closed_form_cost():
+    """Capacity always up: start spot at once, W + O ticks at the spot price; always down: on-demand."""
+    W, O, D = 30, 3, 60
+    up = drain(solve_chain(np.ones(D), np.zeros(D), W, O, OD * G, SP * G))
+    assert up.v0[up.none[1], 0] == pytest.approx((W + O) * SP * G)
+    assert up.choose(0, 0, Choice.NONE, 0, True) is Choice.SPOT
+    down = drain(solve_chain(np.zeros(D), np.ones(D), W, O, OD * G, SP * G))
+    assert down.v0[down.none[0], 0] == pytest.approx((W + O) * OD * G)
+    # Capacity never comes back: waiting is free until the last moment on-demand still finishes.
+    assert down.choose(D - W - O, 0, Choice.NONE, 0, False) is Choice.ON_DEMAND
+    assert down.choose(D - W - O - 1, 0, Choice.NONE, 0, False) is Choice.NONE
+
+
+def test_a_chunked_solve_gives_the_same_table():
+    rng = np.random.default_rng(3)
+    puu, pdd = rng.uniform(0.8, 0.99, 90), rng.uniform(0.7, 0.99, 90)
+    whole = drain(solve_chain(puu, pdd, 40, 2, 1.0, 0.3, values=True))
+    chunks = solve_chain(puu, pdd, 40, 2, 1.0, 0.3, values=True, chunk=7)
+    pauses = 0
+    while True:
+        try:
+            next(chunks)
+            pauses += 1
+        except StopIteration as done:
+            part = done.value
+            break
+    assert pauses == (90 - 1) // 7
+    assert np.array_equal(whole.action, part.action) and np.array_equal(whole.values, part.values)
+
+
+@pytest.mark.parametrize("up_h,down_h,factor", [(1.5, 1.0, 1.2), (3.0, 1.0, 1.5), (0.5, 0.3, 1.5)])
+def test_the_online_optimum_is_feasible_bounded_by_hindsight_and_best_in_expectation(up_h, down_h, factor):
+    """On traces drawn from the chain it is told: never late, never below the omniscient optimum on
+    any trace, its mean bill matches the DP's expectation, and no other policy's mean is lower
+    (paired over the same 40 traces)."""
+    chain = MarkovSpells.from_mean_hours(up_h, down_h, G)
+    n = int(8.0 * factor / G) + 5
+    traces = [chain.draw(n, GAP_S, seed) for seed in range(40)]
+    table = table_for(case(traces[0], factor=factor), chain)
+    costs: dict[str, list[float]] = {k: [] for k in ("online", "greedy", "deadline-aware", "uniform-progress")}
+    expected = []
+    for tr in traces:
+        c = case(tr, factor=factor)
+        r = simulate(OnlineOptimumPolicy(table), c)
+        assert r.met_deadline
+        assert r.cost >= omniscient_cost(c) - 1e-9
+        costs["online"].append(r.cost)
+        expected.append(table.expected_cost(tr.available[0]))
+        for name in ("greedy", "deadline-aware", "uniform-progress"):
+            costs[name].append(simulate(get_placement_policy(name), c).cost)
+    mean = statistics.fmean(costs["online"])
+    assert mean == pytest.approx(statistics.fmean(expected), rel=0.06)
+    for name in ("greedy", "deadline-aware", "uniform-progress"):
+        assert mean <= statistics.fmean(costs[name]) * 1.005, name
+
+
+def test_markov_dp_meets_deadlines_and_names_its_estimate():
+    for regime, seed in (("daily-weekly", 1), ("regime-shift", 2), ("heavy-tail", 3)):
+        tr = generate_shifted(regime, zones=1, hours=40.0, seed=seed)[0]
+        c = case(tr, work=12.0, factor=1.5)
+        r = simulate(get_placement_policy("markov-dp"), c)
+        assert r.met_deadline and r.cost >= omniscient_cost(c) - 1e-9
+    pol = get_placement_policy("markov-dp")
+    state = DecisionState(elapsed_hours=0.0, work_done_hours=0.0, work_total_hours=10.0, deadline_hours=15.0,
+                          restart_overhead_hours=0.2, current=Choice.NONE, current_zone=0, spot_available=(False,),
+                          gap_hours=G, spot_price_usd_per_hour=SP, on_demand_price_usd_per_hour=OD)  # fmt: skip
+    d = pol.decide(state)
+    assert "expected up 1.0 h, down 2.0 h" in d.reason and "to finish" in d.reason
+
+
+def test_markov_dp_rejects_bad_parameters():
+    from launcher.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="stale_hours"):
+        get_placement_policy("markov-dp", resolve_hours=4.0, stale_hours=2.0)
+    with pytest.raises(BadInputError, match="overhead_ticks"):
+        get_placement_policy("markov-dp", overhead_ticks=0)
