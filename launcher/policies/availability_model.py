@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 HOURS_PER_DAY = 24
+CYCLE_SHOWN = 0.3  # a daily profile whose hours differ by this much in share up is called a cycle
 
 
 class ZoneModel:
@@ -131,3 +132,14 @@ class ZoneModel:
 
     def seen_hours(self) -> float:
         return sum(self._exp) + (self._last - self._since if self._state is not None else 0.0)
+
+    def cycle_text(self) -> str:
+        """' (daily cycle, up most at run hour H: X%, least at ...)' once a day has been seen and the
+        hours differ by `CYCLE_SHOWN` in share up, else ''; for decision reasons."""
+        if self.seen_hours() < HOURS_PER_DAY:
+            return ""
+        prof = self.daily_profile()
+        hi, lo = max(prof), min(prof)
+        if hi - lo < CYCLE_SHOWN:
+            return ""
+        return f" (daily cycle, up most at run hour {prof.index(hi)}: {100 * hi:.0f}%, least at {prof.index(lo)}: {100 * lo:.0f}%)"

@@ -50,7 +50,6 @@ from launcher.policies.shadow import ShadowRun
 SELF = "model"
 BASELINES = ("greedy", "uniform-progress")
 SOLVE_CHUNK = 12  # DP time steps per decision while a new table is being solved
-_CYCLE_SHOWN = 0.3  # a daily profile whose hours differ by this much in share up is called a cycle
 
 
 def _mean_up_if_preempted(lam: float, dt: float) -> float:
@@ -341,20 +340,10 @@ class ExpectedCostPolicy(PlacementPolicy):
         verb = {"spot": f"spot in zone {z}", "wait": "waiting", "on-demand": "on-demand"}[best]
         if best == held and best != "spot":
             verb = {"wait": "waiting on", "on-demand": "staying on on-demand"}[best]
-        why = (f"zone {z}: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{self._cycle(m)}; "
+        why = (f"zone {z}: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}; "
                f"{verb} saves ${saves:.2f} over {alt} (expected ${options[best]:.2f} to finish)")  # fmt: skip
         self._last_key, self._last_reason = key, why
         return why
-
-    @staticmethod
-    def _cycle(m: ZoneModel) -> str:
-        if m.seen_hours() < HOURS_PER_DAY:
-            return ""
-        prof = m.daily_profile()
-        hi, lo = max(prof), min(prof)
-        if hi - lo < _CYCLE_SHOWN:
-            return ""
-        return f" (daily cycle, up most at run hour {prof.index(hi)}: {100 * hi:.0f}%, least at {prof.index(lo)}: {100 * lo:.0f}%)"
 
     # ---- experts --------------------------------------------------------------------------------
     def _score(self, name: str, state: DecisionState) -> float:

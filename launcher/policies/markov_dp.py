@@ -27,9 +27,6 @@ from launcher.policies.base import Choice, Decision, DecisionState, PlacementPol
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot, snap_to_tick
 
-_CYCLE_SHOWN = 0.3
-
-
 class MarkovDPPolicy(PlacementPolicy):
     name = "markov-dp"
 
@@ -165,20 +162,10 @@ class MarkovDPPolicy(PlacementPolicy):
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
         verb = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
-        why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{_cycle(m)}; "
+        why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}; "
                f"the optimal policy for it: {verb} (expected ${cost:.2f} to finish)")  # fmt: skip
         self._last_reason = (key, why)
         return why
-
-
-def _cycle(m: ZoneModel) -> str:
-    if m.seen_hours() < HOURS_PER_DAY:
-        return ""
-    prof = m.daily_profile()
-    hi, lo = max(prof), min(prof)
-    if hi - lo < _CYCLE_SHOWN:
-        return ""
-    return f" (daily cycle, up most at run hour {prof.index(hi)}: {100 * hi:.0f}%, least at {prof.index(lo)}: {100 * lo:.0f}%)"
 
 
 def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:
