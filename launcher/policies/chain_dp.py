@@ -32,7 +32,7 @@ class ChainTable:
         self.od = [(2 + 2 * k, 3 + 2 * k) for k in range(K)]
         self.spot = [2 + 2 * K + k for k in range(K)]
         self.n_states = 2 + 3 * K
-        self.action = np.zeros((D, self.n_states, W), dtype=np.int8)
+        self.action = np.empty((D, self.n_states, W), dtype=np.int8)  # every row is written by the solve
         self.values: np.ndarray | None = None
         self.v0: np.ndarray | None = None
 
@@ -70,7 +70,7 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     tab = ChainTable(W, O, D)
     K = O + 1
     if values:
-        tab.values = np.zeros((D, tab.n_states, W), dtype=np.float32)
+        tab.values = np.empty((D, tab.n_states, W), dtype=np.float32)
     v_next = np.full((tab.n_states, W), _INF)
     for t in range(D - 1, -1, -1):
         if (D - 1 - t) and (D - 1 - t) % chunk == 0:
@@ -140,9 +140,7 @@ def _least3(wait: np.ndarray, od: np.ndarray, spot: np.ndarray) -> tuple[np.ndar
 
 def _mix(p: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """p * a + (1 - p) * b, where a branch of probability 0 does not count (0 * inf is no cost)."""
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    if p <= 0.0:
-        return np.broadcast_to(b, shape)
-    if p >= 1.0:
-        return np.broadcast_to(a, shape)
-    return p * a + (1.0 - p) * b
+    if 0.0 < p < 1.0:
+        return p * a + (1.0 - p) * b
+    keep, other = (b, a) if p <= 0.0 else (a, b)
+    return keep if keep.shape == other.shape else np.broadcast_to(keep, np.broadcast_shapes(a.shape, b.shape))
