@@ -66,7 +66,7 @@ class MarkovDPPolicy(PlacementPolicy):
 
     def reset(self) -> None:
         self.model: ZoneModel | None = None
-        self._seed: tuple[float, int] | None = None
+        self._seeds: dict[int, tuple[float, int]] = {}  # zone -> (hours up seen before, preemptions)
         self.plan: _Plan | None = None
         self._pending: _Solve | None = None
         self._pending_t = -math.inf
@@ -74,7 +74,7 @@ class MarkovDPPolicy(PlacementPolicy):
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
-        self._seed = (up_hours, preemptions)
+        self._seeds[zone] = (up_hours, preemptions)
         self._fallback.seed_history(zone, up_hours, preemptions)
 
     def _observe(self, state: DecisionState) -> ZoneModel:
@@ -82,8 +82,8 @@ class MarkovDPPolicy(PlacementPolicy):
         if self.model is None:
             up = self._zone_priors.get(z, self.prior_up_hours)
             self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight)
-            if self._seed is not None:
-                self.model.seed_up(*self._seed)
+            if z in self._seeds:  # earlier runs' evidence for the zone it plans on, not the others'
+                self.model.seed_up(*self._seeds[z])
         self.model.observe(state.elapsed_hours, state.spot_available[z])
         return self.model
 

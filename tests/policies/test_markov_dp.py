@@ -103,3 +103,14 @@ def test_markov_dp_rejects_bad_parameters():
         get_placement_policy("markov-dp", resolve_hours=4.0, stale_hours=2.0)
     with pytest.raises(BadInputError, match="overhead_ticks"):
         get_placement_policy("markov-dp", overhead_ticks=0)
+
+
+def test_markov_dp_takes_earlier_runs_evidence_for_its_own_zone_only():
+    pol = get_placement_policy("markov-dp")
+    pol.seed_history(0, 40.0, 2)
+    pol.seed_history(1, 1.0, 9)  # another zone's: not the one it plans on
+    state = DecisionState(elapsed_hours=0.0, work_done_hours=0.0, work_total_hours=10.0, deadline_hours=15.0,
+                          restart_overhead_hours=0.2, current=Choice.NONE, current_zone=0, spot_available=(True, True),
+                          gap_hours=G, spot_price_usd_per_hour=SP, on_demand_price_usd_per_hour=OD)  # fmt: skip
+    pol.decide(state)
+    assert pol.model.mean_hours(1) == pytest.approx((0.5 * 1.0 + 40.0) / (0.5 + 2))
