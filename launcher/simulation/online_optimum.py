@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
-from launcher.policies.chain_dp import ChainTable, drain, solve_chain
+from launcher.policies.chain_dp import drain, solve_chain
 from launcher.simulation.engine import SimCase, deadline_ticks, overhead_ticks, work_ticks
 from launcher.simulation.traces import Trace
 
