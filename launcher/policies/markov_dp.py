@@ -121,9 +121,9 @@ class MarkovDPPolicy(PlacementPolicy):
         if age >= self.resolve_hours - 1e-9 and (age >= self.stale_hours - 1e-9 or self._moved()):
             self._pending = self._start_solve(state, self.max_ticks)
             self._pending_t = t
-            if self._pending is None:
+            if self._pending is None:  # no plan can finish now: deadline-aware decides
                 self.plan = None
-            if self._pending is not None and self._pending.step():
+            elif self._pending.step():
                 self.plan, self._pending = self._pending.plan, None
 
     def _moved(self) -> bool:
