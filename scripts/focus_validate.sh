@@ -41,6 +41,10 @@ find_python() {
 }
 
 stamp="$VENV/.installed-$VALIDATOR-$NUMPY"
+# one installer at a time: two checks started together would both rebuild the venv under the other
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock -w 1200 9 || { echo "waited 1200 s for another focus-validator install ($VENV.lock); giving up" >&2; exit 1; }
 if [ ! -f "$stamp" ]; then
   PY=$(find_python) || { echo "focus-validator needs Python >= 3.12: none found (set FOCUS_PYTHON, or install one with pyenv or uv)" >&2; exit 3; }
   rm -rf "$VENV"
@@ -49,6 +53,7 @@ if [ ! -f "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$NUMPY" 2>&1 | grep -v "dependency conflicts\|requires numpy\|dependency resolver" || true
   touch "$stamp"
 fi
+flock -u 9
 
 RULES=$("$VENV/bin/python" -c 'import focus_validator, os; print(os.path.join(os.path.dirname(focus_validator.__file__), "rules"))')
 WORK=$(mktemp -d)
