@@ -13,6 +13,18 @@ overall rate on the prior (`prior_up_hours`, from the offer's interruption band 
 knows it). The running spell counts as time seen (the exposure estimator: a zone up for a day is not
 called short because its only completed spell was the truncated first one).
 
+One day of observations cannot tell a daily cycle from a drift: hour 3 of day 1 looked good, but
+is that because of the hour or because it was early? With `cycle_prior` set, the hour bins are
+weighed by the posterior probability `w` that the rates follow the hour of day at all, against a
+flat (one-rate) model. Each observation is scored, before it is added, under both: the flat model's
+rate and the hour bin's rate from earlier days only (`_snapshot`), so the first day is no evidence
+either way and a cycle must repeat to earn weight. The bins then count with weight `w` (a tempered
+likelihood, which keeps the posterior Gamma):
+
+    rate up->down in hour h ~ Gamma(c * overall + w * ends in h, c + w * time seen up in h)
+
+Without `cycle_prior` (the `expected-cost` policy) `w` is 1.
+
 Predictions use the posterior predictive, not only the mean rate: the chance that an up spell
 survives `dt` hours is E[exp(-λ dt)] = (β / (β + dt))^α, heavier-tailed than exp(-mean λ dt) while
 evidence is thin (a few spells), converging to it as spells are seen.
@@ -30,12 +42,19 @@ class ZoneModel:
     """One zone's spells up and down, by hour of the run's day."""
 
     __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "bin_weight", "_state", "_since", "_last",
-                 "_exp", "_ends", "_bexp", "_bends")  # fmt: skip
+                 "_exp", "_ends", "_bexp", "_bends", "_prior_logit", "_llr", "_sday", "_sexp", "_sends")  # fmt: skip
 
     def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 0.5,
-                 bin_weight: float = 1.0) -> None:  # fmt: skip
+                 bin_weight: float = 1.0, cycle_prior: float | None = None) -> None:  # fmt: skip
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight) <= 0:
             raise ValueError("model priors and weights must be > 0")
+        if cycle_prior is not None and not 0.0 < cycle_prior < 1.0:
+            raise ValueError("cycle_prior must be in (0, 1)")
+        self._prior_logit = None if cycle_prior is None else math.log(cycle_prior / (1.0 - cycle_prior))
+        self._llr = 0.0  # log likelihood ratio, daily-cycle model over flat model, of what was seen
+        self._sday = [-1] * HOURS_PER_DAY  # day of the run each bin's snapshot was taken on
+        self._sexp = [[0.0] * HOURS_PER_DAY, [0.0] * HOURS_PER_DAY]  # bins as they were before that day
+        self._sends = [[0] * HOURS_PER_DAY, [0] * HOURS_PER_DAY]
         self.prior_up_hours = prior_up_hours
         self.prior_down_hours = prior_down_hours
         self.prior_weight = prior_weight
@@ -63,10 +82,15 @@ class ZoneModel:
             if now_hours == self._since:
                 self._state = up  # asked twice at one instant: no spell was seen
                 return
+            # The change happened between the last observation and this one: its hour is theirs.
+            mid = (self._last + now_hours) / 2
+            h = int(mid % HOURS_PER_DAY)
+            if self._prior_logit is not None:
+                rc, rf = self._scored_rates(s, mid)
+                self._llr += math.log(rc / rf)
             self._exp[s] += now_hours - self._since
             self._ends[s] += 1
-            # The change happened between the last observation and this one: its hour is theirs.
-            self._bends[s][int(((self._last + now_hours) / 2) % HOURS_PER_DAY)] += 1
+            self._bends[s][h] += 1
             self._state, self._since = up, now_hours
         self._last = now_hours
 
@@ -75,8 +99,31 @@ class ZoneModel:
         while t1 - t0 > 1e-12:
             h = int(t0 % HOURS_PER_DAY)
             edge = min(t1, math.floor(t0) + 1.0)
+            if self._prior_logit is not None:
+                rc, rf = self._scored_rates(s, t0)
+                self._llr -= (rc - rf) * (edge - t0)
             row[h] += edge - t0
             t0 = edge
+
+    def _scored_rates(self, s: int, t: float) -> tuple[float, float]:
+        """The rates of leaving state s at run time t that the daily-cycle model and the flat model
+        predicted before seeing it: the cycle model's from its hour bin as it was before this day."""
+        h, day = int(t % HOURS_PER_DAY), int(t // HOURS_PER_DAY)
+        if self._sday[h] != day:
+            self._sday[h] = day
+            for k in (0, 1):
+                self._sexp[k][h], self._sends[k][h] = self._bexp[k][h], self._bends[k][h]
+        a, b = self._posterior(s)
+        flat, c = a / b, self.bin_weight
+        return (c * flat + self._sends[s][h]) / (c + self._sexp[s][h]), flat
+
+    @property
+    def cycle_weight(self) -> float:
+        """Posterior probability that the rates follow the hour of the day (1 without `cycle_prior`)."""
+        if self._prior_logit is None:
+            return 1.0
+        x = self._prior_logit + self._llr
+        return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
 
     def seed_up(self, hours: float, ended: int) -> None:
         """Evidence from before this run: `hours` on the zone's spot capacity, `ended` of them by a
@@ -107,9 +154,9 @@ class ZoneModel:
     def rate_posterior(self, s: int, hour: int) -> tuple[float, float]:
         """(alpha, beta) of the rate of leaving state s in hour-of-day bin `hour`."""
         a, b = self._posterior(s)
-        c = self.bin_weight
+        c, w = self.bin_weight, self.cycle_weight
         # The running spell's time is already in the bins (added as observed).
-        return c * a / b + self._bends[s][hour], c + self._bexp[s][hour]
+        return c * a / b + w * self._bends[s][hour], c + w * self._bexp[s][hour]
 
     def survival(self, s: int, t: float, dt: float) -> float:
         """Posterior predictive chance that a spell in state s at run time `t` (hours) lasts `dt`
@@ -136,10 +183,11 @@ class ZoneModel:
     def cycle_text(self) -> str:
         """' (daily cycle, up most at run hour H: X%, least at ...)' once a day has been seen and the
         hours differ by `CYCLE_SHOWN` in share up, else ''; for decision reasons."""
-        if self.seen_hours() < HOURS_PER_DAY:
+        if self.seen_hours() < HOURS_PER_DAY or self.cycle_weight < 0.5:
             return ""
         prof = self.daily_profile()
         hi, lo = max(prof), min(prof)
         if hi - lo < CYCLE_SHOWN:
             return ""
-        return f" (daily cycle, up most at run hour {prof.index(hi)}: {100 * hi:.0f}%, least at {prof.index(lo)}: {100 * lo:.0f}%)"
+        odds = "" if self._prior_logit is None else f", {100 * self.cycle_weight:.0f}% sure"
+        return f" (daily cycle{odds}, up most at run hour {prof.index(hi)}: {100 * hi:.0f}%, least at {prof.index(lo)}: {100 * lo:.0f}%)"

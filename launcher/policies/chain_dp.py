@@ -61,11 +61,17 @@ class ChainTable:
 
 
 def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int, od_tick: float, sp_tick: float,
-                *, values: bool = False, chunk: int = 1 << 30):  # fmt: skip
+                *, values: bool = False, chunk: int = 1 << 30, idle_start_margin: float = 0.0):  # fmt: skip
     """Backward induction over D = len(p_up_stays) ticks, the chain's probabilities per tick
     (`p_up_stays[t]`: capacity up at t stays up at t + 1); prices per tick. A generator that pauses
     after every `chunk` ticks, so a caller can spread a solve over several decisions; its return
-    value is the ChainTable."""
+    value is the ChainTable.
+
+    `idle_start_margin` (USD, default 0: the exact optimum): idle with capacity up, start spot unless
+    another action is expected to save more than this. For a caller whose chain is an estimate: where
+    the deadline is far, starting now and starting later cost about the same under the chain, and
+    the slight differences of an estimate would otherwise decide to spend slack that the truth may
+    need."""
     D = len(p_up_stays)
     tab = ChainTable(W, O, D)
     K = O + 1
@@ -100,7 +106,7 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
                 run_sp[0, :-1] = sp_tick + n_spot[0, 1:]
                 run_sp[0, -1] = sp_tick
                 spot_start = run_sp[O]
-                v[up_now], act[up_now] = _least3(wait, od_start, spot_start)
+                v[up_now], act[up_now] = _least3(wait, od_start, spot_start, idle_start_margin)
                 v[rows], act[rows] = _least3(wait, run_od, spot_start)
                 v[2 + 2 * K :], act[2 + 2 * K :] = _least3(wait, od_start, run_sp)
             else:
@@ -131,10 +137,11 @@ def _least2(wait: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.where(take, other, wait), take.astype(np.int8)
 
 
-def _least3(wait: np.ndarray, od: np.ndarray, spot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """As `_least2` with spot (index 2); a tie with spot takes spot (progress now, at the same cost)."""
+def _least3(wait: np.ndarray, od: np.ndarray, spot: np.ndarray, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """As `_least2` with spot (index 2); a tie with spot takes spot (progress now, at the same cost),
+    and so does spot within `margin` of the least."""
     v, idx = _least2(wait, od)
-    take = spot <= v * (1.0 + _TIE) + _TIE
+    take = spot <= v * (1.0 + _TIE) + _TIE + margin
     return np.where(take, spot, v), np.where(take, np.int8(2), idx)
 
 

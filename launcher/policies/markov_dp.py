@@ -34,7 +34,7 @@ class MarkovDPPolicy(PlacementPolicy):
                  bin_weight: float = 2.0, overhead_ticks: int = 3, max_ticks: int = 720, first_ticks: int = 120,
                  resolve_hours: float = 2.0, stale_hours: float = 8.0, rate_change: float = 0.2, chunk: int = 48,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
-                 poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
+                 cycle_prior: float | None = None, start_margin: float = 0.0, poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only. `overhead_ticks`: the DP's tick is at most a
         restart overhead over this; `max_ticks` / `first_ticks`: ticks to the deadline at most in a
         solve / in the first decision's coarse solve; `resolve_hours`: how often the model is
@@ -53,7 +53,12 @@ class MarkovDPPolicy(PlacementPolicy):
         if reserve_overheads < 0:
             raise ValueError("reserve_overheads must be >= 0")
         self.reserve_overheads, self.wait_when_up = reserve_overheads, wait_when_up
-        self.band_priors = band_priors
+        if cycle_prior is not None and not 0.0 < cycle_prior < 1.0:
+            raise ValueError("cycle_prior must be in (0, 1)")
+        self.band_priors, self.cycle_prior = band_priors, cycle_prior
+        if start_margin < 0:
+            raise ValueError("start_margin must be >= 0")
+        self.start_margin = start_margin
         self._zone_priors: dict[int, float] = {}
         self.reset()
 
@@ -81,7 +86,7 @@ class MarkovDPPolicy(PlacementPolicy):
         z = state.current_zone
         if self.model is None:
             up = self._zone_priors.get(z, self.prior_up_hours)
-            self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight)
+            self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight, self.cycle_prior)
             if z in self._seeds:  # earlier runs' evidence for the zone it plans on, not the others'
                 self.model.seed_up(*self._seeds[z])
         self.model.observe(state.elapsed_hours, state.spot_available[z])
@@ -101,7 +106,8 @@ class MarkovDPPolicy(PlacementPolicy):
             return None
         g = self._tick_hours(state, left, most)
         od, sp = prices(state)
-        return _Solve(self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp, self.chunk)
+        margin = self.start_margin * state.restart_overhead_hours * sp
+        return _Solve(self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp, self.chunk, margin)
 
     def _advance(self, state: DecisionState) -> None:
         t = state.elapsed_hours
@@ -205,7 +211,7 @@ class _Solve:
     """One solve in progress: `step()` runs a chunk of it and says when it is done."""
 
     def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
-                 od: float, sp: float, chunk: int) -> None:  # fmt: skip
+                 od: float, sp: float, chunk: int, margin: float = 0.0) -> None:  # fmt: skip
         from launcher.policies.chain_dp import solve_chain
 
         D = max(1, math.floor(left / g + 1e-9))
@@ -217,7 +223,7 @@ class _Solve:
         ru, rd = self.rates = _hourly_rates(model)
         puu = np.exp(-g * ru[hours])
         pdd = np.exp(-g * rd[hours])
-        self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk)
+        self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk, idle_start_margin=margin)
         self.t0, self.g, self.W = t0, g, W
         self.plan: _Plan | None = None
 
