@@ -27,7 +27,13 @@ def unretryable(result: ExecResult) -> str | None:
         return None
     if not result.retryable:
         return result.detail or "the job could not be started"
-    code = result.exit_code
-    if code in (126, 127) or (code == 125 and result.image_runtime != "host"):
-        return result.detail or f"exit {code}: {RUNTIME_EXIT_CODES[code]}"
+    why = unretryable_exit(result.exit_code, result.image_runtime)
+    return (result.detail or why) if why else None
+
+
+def unretryable_exit(code: int | None, image_runtime: str) -> str | None:
+    """The runtime's own exit codes, by the rule of `unretryable` (125 counts only where a container
+    runtime ran the job: on the host it is the job's own code)."""
+    if code in (126, 127) or (code == 125 and image_runtime != "host"):
+        return f"exit {code}: {RUNTIME_EXIT_CODES[code]}"
     return None

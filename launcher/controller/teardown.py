@@ -49,13 +49,28 @@ class Teardown:
             self._transition(RunState.SUCCEEDED, reason=EndReason.COMPLETED)
             return True
         failures = sum(1 for a in attempts if a.end_reason == EndReason.FAILED)
-        give_up = last.end_reason == EndReason.SETUP_FAILED or (
+        runtime_exit = self._runtime_exit(last) if last.end_reason == EndReason.FAILED else None
+        give_up = last.end_reason == EndReason.SETUP_FAILED or runtime_exit is not None or (
             last.end_reason == EndReason.FAILED and failures > self.job.spec.launcher.max_restarts
         )
         if give_up and can_transition(self._state, RunState.FAILED):
-            self._fail(last.end_reason, f"the job exited with {last.exit_code} while no controller watched", exit_code=last.exit_code)
+            detail = f"the job exited with {last.exit_code} while no controller watched"
+            if runtime_exit is not None:
+                detail += f" ({runtime_exit}: not retried)"
+            self._fail(last.end_reason, detail, exit_code=last.exit_code)
             return True
         return False
+
+    def _runtime_exit(self, attempt) -> str | None:
+        """Why `attempt`'s exit code is the runtime's, not the job's (as the live controller's
+        `unretryable` reads it; the runtime from the attempt's image event), or None."""
+        from launcher.controller.recovery import unretryable_exit
+
+        runtime = "host"
+        for e in self.led.events(self.job.run_id, kind="image"):
+            if e.attempt_id == attempt.attempt_id:
+                runtime = str(e.data.get("image_runtime", "host"))
+        return unretryable_exit(attempt.exit_code, runtime)
 
     def _finish_stopping(self) -> None:
         if is_terminal(self._state):

@@ -70,6 +70,9 @@ class SkyLikeExecutor(ScriptedExecutor):
             return "gone", None
         if status == "SUCCEEDED":
             return status, EndedJob(Outcome.SUCCEEDED, 0, "SkyPilot job SUCCEEDED", source="SkyPilot's job table")
+        if status.startswith("FAILED:"):  # "FAILED:<exit code>"
+            code = int(status.split(":")[1])
+            return "FAILED", EndedJob(Outcome.FAILED, code, f"SkyPilot job FAILED (exit {code})", source="SkyPilot's job table")
         return status, None
 
 
@@ -115,6 +118,29 @@ def test_resume_adopts_a_job_that_finished_while_nobody_watched(tmp_path):
         assert closed.data["from"] == "SkyPilot's job table"
         assert executor.sky.clusters == {} and executor.sky.downs == [sky_cluster_name_of(c.name)]
         assert led.get_cluster(c.name).state == "terminated"
+
+
+@pytest.mark.parametrize("code,retried", [(127, False), (126, False), (3, True)])
+def test_resume_does_not_retry_a_command_that_could_not_run_while_nobody_watched(tmp_path, code, retried):
+    """The live controller's rule, applied to a job that ended while its controller was dead:
+    126/127 (the command cannot be executed / was not found) fail the run at once; the job's own
+    failure is retried within max_restarts, as it would have been."""
+    executor = SkyLikeExecutor([lambda: DiesWhileWatched(None), lambda: ScriptedExecution(Outcome.SUCCEEDED)])
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as led:
+        job, c = _killed_mid_job(led, tmp_path, executor)
+        executor.sky.clusters[sky_cluster_name_of(c.name)] = f"FAILED:{code}"
+
+        result = Controller(job, make_deps(led, ScriptedProvider(), executor)).run()
+
+        if retried:
+            assert (result.state, result.attempts, len(executor.started)) == ("succeeded", 2, 2)
+            assert [a.end_reason for a in led.attempts(job.run_id)] == ["failed", "completed"]
+        else:
+            assert (result.state, result.attempts, len(executor.started)) == ("failed", 1, 1)
+            (a,) = led.attempts(job.run_id)
+            assert (a.end_reason, a.exit_code) == ("failed", code)
+            (failed,) = [e for e in led.events(job.run_id, kind="state_change") if e.data.get("to") == "failed"]
+            assert "not retried" in failed.data["detail"], failed.data
 
 
 def test_resume_tears_down_a_job_still_running_before_the_next_attempt(tmp_path):
