@@ -21,6 +21,7 @@ from launcher.errors import (
     ProviderError,
     RefusedError,
 )
+from launcher.executors.ansi import strip_ansi
 from launcher.server.errors import ForbiddenError, UnauthenticatedError
 from launcher.server.logs import format_offsets
 
@@ -101,10 +102,10 @@ class ServerClient:
                                 if rest:
                                     partial[r_] = rest
                                 for line in lines:
-                                    sink((f"(rank {r_}) " if multi else "") + line)
+                                    sink((f"(rank {r_}) " if multi else "") + strip_ansi(line))
                             elif msg.get("end"):
                                 for r_, rest in sorted(partial.items()):
-                                    sink((f"(rank {r_}) " if multi else "") + rest)
+                                    sink((f"(rank {r_}) " if multi else "") + strip_ansi(rest))
                                 return msg.get("state") if follow else None
                 except (httpx.TransportError, httpx.StreamError) as e:
                     if on_reconnect is not None:

@@ -43,6 +43,7 @@ def _team(tmp, home, local_jobs_args):
         run_id = r.stdout.strip()
         r = run_cli_env("logs", run_id, "--follow", env={**env, "LAUNCHER_SERVER": server.url, "LAUNCHER_TOKEN": tokens["alice"]})
         assert r.returncode == 0 and "hello from rank 0" in r.stdout, r.stderr
+        assert "\x1b" not in r.stdout and "[31m" not in r.stdout, r.stdout  # the job printed in colour
         yield {"server": server, "env": env, "tokens": tokens, "run_id": run_id, "specs": specs, "home": home}
     finally:
         server.stop()
@@ -52,7 +53,7 @@ def _spec(tmp, project: str):
     p = tmp / f"spec-{project}.yaml"
     p.write_text(textwrap.dedent(f"""
         name: hello-{project}
-        run: echo "hello from rank $SKYPILOT_NODE_RANK"
+        run: printf '\\033[31mhello from rank %s\\033[0m\\n' "$SKYPILOT_NODE_RANK"
         launcher: {{project: {project}, expected_hours: 0.01, max_restarts: 0}}
     """))
     return p
