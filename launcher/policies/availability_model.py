@@ -17,7 +17,7 @@ One day of observations cannot tell a daily cycle from a drift: hour 3 of day 1 
 is that because of the hour or because it was early? With `cycle_prior` set, the hour bins are
 weighed by the posterior probability `w` that the rates follow the hour of day at all, against a
 flat (one-rate) model. Each observation is scored, before it is added, under both: the flat model's
-rate and the hour bin's rate from earlier days only (`_snapshot`), so the first day is no evidence
+rate and the hour bin's rate from earlier days only (`_scored_rates`), so the first day is no evidence
 either way and a cycle must repeat to earn weight. The bins then count with weight `w` (a tempered
 likelihood, which keeps the posterior Gamma):
 
