@@ -9,10 +9,11 @@ Part of `Controller`: uses its `job`, `d`, `led`, `_state` and `_reserve`, and t
 
 from __future__ import annotations
 
+from launcher.controller.recovery import unretryable_exit
 from launcher.controller.states import can_transition, is_terminal
 from launcher.errors import ConflictError, DiskFullError
 from launcher.executors.base import Executor
-from launcher.ledger.records import ClusterState, EndReason, EventKind, RunState
+from launcher.ledger.records import AttemptRecord, ClusterState, EndReason, EventKind, RunState
 from launcher.providers.base import ClusterHandle, Provider
 from pricing.models import ScoredOffer
 
@@ -61,11 +62,9 @@ class Teardown:
             return True
         return False
 
-    def _runtime_exit(self, attempt) -> str | None:
+    def _runtime_exit(self, attempt: AttemptRecord) -> str | None:
         """Why `attempt`'s exit code is the runtime's, not the job's (as the live controller's
         `unretryable` reads it; the runtime from the attempt's image event), or None."""
-        from launcher.controller.recovery import unretryable_exit
-
         runtime = "host"
         for e in self.led.events(self.job.run_id, kind="image"):
             if e.attempt_id == attempt.attempt_id:
