@@ -103,6 +103,8 @@ def test_markov_dp_rejects_bad_parameters():
         get_placement_policy("markov-dp", resolve_hours=4.0, stale_hours=2.0)
     with pytest.raises(BadInputError, match="overhead_ticks"):
         get_placement_policy("markov-dp", overhead_ticks=0)
+    with pytest.raises(BadInputError, match="slack_price"):
+        get_placement_policy("markov-dp", slack_price=-0.01)
 
 
 def test_markov_dp_takes_earlier_runs_evidence_for_its_own_zone_only():
@@ -191,3 +193,38 @@ def test_markov_dp_does_not_sit_out_available_capacity_on_a_real_trace(shared_da
     assert exact.met_deadline and guarded.met_deadline
     assert exact.cost > 1.15 * opt  # the failure the margin is for
     assert guarded.cost <= greedy * 1.005 and guarded.cost < exact.cost * 0.9
+
+
+def test_a_slack_price_keeps_slack_where_waiting_gains_nothing():
+    """Short spells (a tick up stays up with p 0.6): spot is all but useless, so on-demand now and
+    waiting until on-demand is forced cost the same, and the exact DP waits (a tie waits). Priced
+    slack breaks the tie for on-demand, keeping the slack a later long spell would need; it costs
+    nothing here, and it never makes a state infeasible."""
+    D, W, O = 60, 40, 3
+    puu, pdd = np.full(D, 0.6), np.full(D, 0.9)
+    exact = drain(solve_chain(puu, pdd, W, O, OD * G, SP * G, values=True))
+    priced = drain(solve_chain(puu, pdd, W, O, OD * G, SP * G, values=True, idle_tick_cost=0.01 * (OD - SP) * G))
+    assert exact.choose(0, 0, Choice.NONE, 0, False) is Choice.NONE
+    assert priced.choose(0, 0, Choice.NONE, 0, False) is Choice.ON_DEMAND
+    start = exact.none[0]
+    assert priced.v0[start, 0] == pytest.approx(exact.v0[start, 0])
+    assert np.array_equal(np.isfinite(exact.values), np.isfinite(priced.values))
+    assert np.all(priced.values[np.isfinite(priced.values)] >= exact.values[np.isfinite(exact.values)] - 1e-4)
+
+
+def test_markov_dp_keeps_slack_for_a_long_spell_on_a_real_trace(shared_data):
+    """A real 4-node preemption trace (aws-08-03-2023, us-east-1f), 48 h of work by 72 h: spells are
+    short for the first day, then long ones come. Without the slack price the plan learns the short
+    spells, waits out its slack, is forced onto on-demand for all 48 h, and cannot take the long
+    spells (1.8x the optimum); with it, it runs on-demand while waiting gains nothing and moves to
+    spot when the long spells come."""
+    from launcher.simulation.traces import load_trace
+
+    rel = "preemption/4-node/aws-08-03-2023/us-east-1f_v100_1.json"
+    c = SimCase((load_trace(shared_data / "spot-traces" / rel, rel),), 2799, 48.0, 72.0, 0.2, OD, SP)
+    opt = omniscient_cost(c)
+    unpriced = simulate(get_placement_policy("markov-dp", slack_price=0.0), c)
+    priced = simulate(get_placement_policy("markov-dp"), c)
+    assert unpriced.met_deadline and priced.met_deadline
+    assert unpriced.cost > 1.6 * opt and unpriced.spot_hours < 2.0  # the failure the price is for
+    assert priced.cost < 1.25 * opt and priced.spot_hours > 20.0
