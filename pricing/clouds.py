@@ -8,6 +8,7 @@
 - PROVIDER_CLOUDS: clouds a launch can run on, each with a provider (launcher.providers.registry,
   which adds one provider per DECLARED_CLUSTER_KIND). Catalog clouds without one (azure, lambda,
   runpod) are priced and listed by `launcher offers`, never launched on.
+- PRICED_ONLY_CLOUDS: those catalog clouds without a provider (a plan skips them, saying why).
 - DETECTABLE_CLOUDS: clouds the launcher looks for credentials of (catalog clouds and local).
 - CLOUD_ALIASES / canonical_cloud: other names users write for a cloud.
 - SPEC_CLOUDS: what a task spec's `infra:` / `--cloud` may name.
@@ -24,6 +25,8 @@ DECLARED_CLUSTER_KINDS = ("slurm", KUBERNETES, "ssh")
 SPEC_CLOUDS = (*CATALOG_CLOUDS, *DECLARED_CLUSTER_KINDS, LOCAL)
 STACK_CLOUDS = ("aws", "gcp")
 PROVIDER_CLOUDS = (*STACK_CLOUDS, LOCAL)
+# Catalog clouds with prices but no provider: offers lists them, a launch never plans on them.
+PRICED_ONLY_CLOUDS = tuple(c for c in CATALOG_CLOUDS if c not in PROVIDER_CLOUDS)
 DETECTABLE_CLOUDS = (*CATALOG_CLOUDS, LOCAL)
 REAPABLE_CLOUDS = (*STACK_CLOUDS, LOCAL)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from launcher.errors import CredentialsError, NoOfferError
+from pricing.clouds import PRICED_ONLY_CLOUDS
 from pricing.errors import NoOfferError as NothingRanked
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import ResourceFields
@@ -137,7 +138,11 @@ def rank_candidates(
                     (cloud_groups if ordered else local_groups).append(group)
             if place.is_local:
                 continue
-        clouds = [place.cloud] if place.cloud else [c for c, on in enabled.items() if on and c != "local"]
+        if place.cloud in PRICED_ONLY_CLOUDS:
+            reasons.append(f"{label}: {priced_only_text(place.cloud)}")
+            continue
+        clouds = [place.cloud] if place.cloud else [c for c, on in enabled.items() if on and c != "local"
+                                                    and c not in PRICED_ONLY_CLOUDS]  # fmt: skip
         if allowed is not None:
             clouds = [c for c in clouds if c in allowed]
         usable = [c for c in clouds if enabled.get(c)]
@@ -147,7 +152,9 @@ def rank_candidates(
             continue
         if not usable:
             if alt.accelerators and place.cloud is None:
-                reasons.append(f"{label}: no cloud with credentials offers GPUs here")
+                found = [c for c in PRICED_ONLY_CLOUDS if enabled.get(c) and (allowed is None or c in allowed)]
+                also = f" ({', '.join(found)}: credentials found, but no launch runs there)" if found else ""
+                reasons.append(f"{label}: no cloud with credentials offers GPUs here{also}")
             continue
         try:
             scored = rank_cloud(query_for(alt, loaded, tuple(usable), overrides))
@@ -179,6 +186,12 @@ def rank_candidates(
             )
         raise NoOfferError("no offer for this task: " + "; ".join(reasons) if reasons else "no offer for this task")
     return [replace(c, scored=replace(c.scored, rank=n)) for n, c in enumerate(merged, 1)], reasons
+
+
+def priced_only_text(cloud: str) -> str:
+    """Why a launch does not run on a cloud that is priced but has no provider."""
+    return (f"{cloud} is priced (`launcher offers --cloud {cloud}`) but has no provider, so a launch "
+            "cannot run there (it can on aws, gcp, local or a declared cluster)")  # fmt: skip
 
 
 def _cost_key(c: Candidate) -> tuple:

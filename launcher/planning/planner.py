@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from launcher.planning.budget import org_budget_check
-from launcher.planning.candidates import Overrides
+from launcher.planning.candidates import Overrides, priced_only_text
 from launcher.planning.plan import CloudAccess, Plan, build_plan
-from launcher.errors import CredentialsError, LauncherError
+from launcher.errors import CredentialsError, LauncherError, NoOfferError
 from launcher.providers.base import CredentialStatus
 from launcher.spec.loader import LoadedSpec
+from pricing.clouds import PRICED_ONLY_CLOUDS
 from pricing.models import Offer
 
 
@@ -81,6 +82,11 @@ def make_plan(
     enabled = {**enabled, "local": True}
     found = dict(enabled)  # before a dry run pretends forced clouds are enabled
     forced = tuple(c for c in (overrides.clouds or ()) if c != "local")
+    priced_only = [c for c in forced if c in PRICED_ONLY_CLOUDS]
+    if priced_only and len(priced_only) == len(forced) and "local" not in (overrides.clouds or ()):
+        raise NoOfferError(f"no offer: --cloud {','.join(priced_only)}: "
+                           + "; ".join(priced_only_text(c) for c in priced_only))  # fmt: skip
+    forced = tuple(c for c in forced if c not in PRICED_ONLY_CLOUDS)
     forced_off = [c for c in forced if not enabled.get(c)]
     if forced_off and dry_run:
         enabled.update({c: True for c in forced_off})  # show what a launch would do with credentials

@@ -103,6 +103,26 @@ def test_bad_flags_exit_nonzero_and_write_nothing(args, needle, launcher_home, c
     assert files_under(launcher_home) == []
 
 
+def test_a_cloud_with_credentials_but_no_provider_is_refused_before_anything_is_written(
+    tmp_path, launcher_home, capsys, monkeypatch
+):
+    """Lambda credentials and Lambda the cheapest A100 in the catalog: the launch must not plan on
+    it (there is no Lambda provider), refuse with exit 2 and one message, and record no run."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # no other cloud's credentials
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+                "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LAMBDA_API_KEY", "lk-not-a-real-key")
+    spec = write_spec(tmp_path, "name: t\nresources: {accelerators: A100:1}\nrun: x\n"
+                      "launcher: {project: p, owner: o, cost_center: c}\n")  # fmt: skip
+    for extra in ((), ("--cloud", "lambda")):
+        code, _, err = cli_inproc(capsys, "launch", str(spec), "--cheapest", "--yes", *extra)
+        assert code == 2, err
+        assert "lambda" in err and ("no provider" in err or "no launch runs there" in err)
+        assert "lk-not-a-real-key" not in err and "Traceback" not in err
+        assert files_under(launcher_home) == []
+
+
 def test_dry_run_prints_the_plan_and_writes_nothing(launcher_home, capsys):
     code, out, err = cli_inproc(capsys, "launch", str(REPO / "task_specs" / "train.yaml"), "--dry-run")
     assert code == 0, err

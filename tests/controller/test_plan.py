@@ -108,6 +108,20 @@ def test_gpu_job_with_nothing_enabled_is_no_offer():
         _plan("resources: {accelerators: T4:1}\nrun: x\n", enabled={"local": True})
 
 
+def test_a_priced_cloud_without_a_provider_is_never_planned_on():
+    """Lambda is in the catalog (cheapest here) and has credentials, but no provider can launch
+    there: the plan ranks only launchable clouds and says why Lambda is left out."""
+    catalog = [*CATALOG, _offer("lambda", "us-south-1", 0.1)]
+    ranker = FakeRanker(catalog)
+    plan = _plan("resources: {accelerators: T4:1}\nrun: x\n", enabled={**BOTH, "lambda": True}, ranker=ranker)
+    assert {c.scored.offer.cloud for c in plan.candidates} == {"aws", "gcp"}
+    assert all("lambda" not in q.clouds for q in ranker.queries)
+    with pytest.raises(NoOfferError, match=r"lambda: credentials found, but no launch runs there"):
+        _plan("resources: {accelerators: T4:1}\nrun: x\n", enabled={"lambda": True, "local": True}, ranker=ranker)
+    with pytest.raises(NoOfferError, match=r"lambda is priced .* but has no provider"):
+        _plan("resources: {infra: lambda, accelerators: T4:1}\nrun: x\n", enabled={"lambda": True, "local": True})
+
+
 def test_overrides_cloud_and_spot():
     ranker = FakeRanker(CATALOG)
     plan = _plan(GPU_ANY_OF, ranker=ranker, overrides=Overrides(clouds=("aws",), spot=True))
