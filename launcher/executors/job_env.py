@@ -82,3 +82,12 @@ def job_environment(
     env.update({k: str(v) for k, v in spec_env.items()})
     env.update({k: str(v) for k, v in job_vars.items()})
     return env
+
+
+def split_secrets(env: Mapping[str, str], spec_env: Mapping[str, str], secret_values: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A SkyPilot task's `envs` and `secrets`: the names of `spec_env` that hold one of the spec's
+    `secrets:` values go to `secrets`, which SkyPilot keeps out of the task YAML it stores and shows
+    (`<redacted>`); the job sees both as environment variables."""
+    hidden = set(secret_values)
+    names = {k for k, v in spec_env.items() if v in hidden and env.get(k) == v}
+    return {k: v for k, v in env.items() if k not in names}, {k: env[k] for k in sorted(names)}

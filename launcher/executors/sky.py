@@ -43,7 +43,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
-from launcher.executors.job_env import job_environment
+from launcher.executors.job_env import job_environment, split_secrets
 from launcher.executors.redaction import stream_into_log
 from launcher.providers.base import ClusterHandle, Provider, ReclaimCheck
 
@@ -125,13 +125,15 @@ def task_config(
         job_vars["LAUNCHER_CHECKPOINT_DIR"] = CHECKPOINT_MOUNT
     # Only the spec's envs/secrets and our job variables: nothing of this process's environment
     # (the node's own login environment gives PATH, HOME, locale).
-    envs = job_environment(request.envs, job_vars, host_env={})
+    envs, secrets = split_secrets(job_environment(request.envs, job_vars, host_env={}), request.envs, request.secrets)
     cfg: dict[str, Any] = {
         "name": _slug(f"{request.run_id}-a{request.attempt}", 60),
         "num_nodes": request.num_nodes,
         "resources": resources,
         "envs": envs,
     }
+    if secrets:
+        cfg["secrets"] = secrets
     if request.workdir is not None:
         cfg["workdir"] = str(request.workdir)
     if file_mounts:

@@ -39,7 +39,7 @@ from launcher.executors.base import (
     Executor,
     Outcome,
 )
-from launcher.executors.job_env import job_environment
+from launcher.executors.job_env import job_environment, split_secrets
 from launcher.executors.redaction import stream_into_log
 from launcher.providers.base import ClusterHandle
 
@@ -104,7 +104,7 @@ def task_config(request: ExecRequest, handle: ClusterHandle) -> dict[str, Any]:
         resources["image_id"] = image if image.startswith("docker:") else f"docker:{image}"
     # Only the spec's envs/secrets and our job variables (launcher.executors.job_env).
     job_vars = {"LAUNCHER_RUN_ID": request.run_id, "LAUNCHER_ATTEMPT": str(request.attempt), "LAUNCHER_CLOUD": handle.provider}
-    envs = job_environment(request.envs, job_vars, host_env={})
+    envs, secrets = split_secrets(job_environment(request.envs, job_vars, host_env={}), request.envs, request.secrets)
     exports = checkpoint_exports(handle, request.run_id)
     cfg: dict[str, Any] = {
         "name": re.sub(r"[^a-z0-9-]+", "-", f"{request.run_id}-a{request.attempt}".lower())[:60],
@@ -113,6 +113,8 @@ def task_config(request: ExecRequest, handle: ClusterHandle) -> dict[str, Any]:
         "envs": envs,
         "run": wrap_run(request.run or "true", exports),
     }
+    if secrets:
+        cfg["secrets"] = secrets
     if request.workdir is not None:
         cfg["workdir"] = str(request.workdir)
     if request.file_mounts:

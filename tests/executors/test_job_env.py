@@ -91,6 +91,31 @@ def test_skypilot_task_envs_hold_only_the_spec_and_job_variables(tmp_path, monke
     assert set(cfg["envs"]) == {"PLAIN", "LAUNCHER_RUN_ID", "LAUNCHER_ATTEMPT", "LAUNCHER_CLOUD"}
 
 
+@pytest.mark.parametrize("module", ["sky", "sky_cluster"])
+def test_skypilot_tasks_carry_the_specs_secrets_as_skypilot_secrets(tmp_path, module) -> None:
+    """A name under the spec's `secrets:` goes to the task's `secrets:`, not `envs:`: the real
+    SkyPilot Task then holds it as a secret (the job still gets it) and redacts it in the YAML it
+    stores and shows."""
+    import importlib
+
+    sky = pytest.importorskip("sky")
+    mod = importlib.import_module(f"launcher.executors.{module}")
+    token = "tok-abcdef-0123"
+    req = _request(tmp_path, "true", envs={"PLAIN": "p", "API_TOKEN": token}, secrets=(token,))
+    extra = {"infra": "slurm/local"} if module == "sky_cluster" else {"pool": "p1"}
+    handle = ClusterHandle(cluster="c1", provider="aws" if module == "sky" else "slurm", region="r", zone=None, nodes=(), extra=extra)
+    cfg = mod.task_config(req, handle)
+    assert "API_TOKEN" not in cfg["envs"] and cfg["envs"]["PLAIN"] == "p"
+    assert cfg["secrets"] == {"API_TOKEN": token}
+    task = sky.Task.from_yaml_config(cfg)
+    assert task.secrets["API_TOKEN"].get_secret_value() == token and "API_TOKEN" not in task.envs
+    assert task.envs_and_secrets["API_TOKEN"].get_secret_value() == token  # the job's environment has it
+    shown = str(task.to_yaml_config(use_user_specified_yaml=True))
+    assert token not in shown and "API_TOKEN" in shown
+    # No secrets: no `secrets:` key (older task YAMLs stay as they were).
+    assert "secrets" not in mod.task_config(_request(tmp_path, "true", envs={"PLAIN": "p"}), handle)
+
+
 def test_launch_cli_job_gets_no_ledger_url_token_or_cloud_credentials(tmp_path, launcher_home) -> None:
     """The real `launch` with a ledger URL, a server token and cloud credentials in its own
     environment: the job's whole environment (printed to its log) holds none of them."""

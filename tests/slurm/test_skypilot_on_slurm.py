@@ -345,12 +345,18 @@ def test_preemption_on_slurm_checkpoints_recovers_and_finishes_identically(slurm
 
 
 def test_failed_setup_ends_setup_failed_and_frees_the_allocation(slurm_env, tmp_path) -> None:
-    spec = spec_variant(tmp_path, "train-badsetup", "slurm/local", setup="echo setting up; exit 1")
+    """Also: a spec's `secrets:` reach the job through SkyPilot's own `secrets:` (the job sees the
+    value; its log, as we store it, does not)."""
+    token = "tok-slurm-secret-0123456789"
+    spec = spec_variant(tmp_path, "train-badsetup", "slurm/local", secrets={"API_TOKEN": token},
+                        setup='echo setting up; echo "token $API_TOKEN has ${#API_TOKEN} chars"; exit 1')  # fmt: skip
     r = cli(slurm_env, "launch", str(spec), "--yes", timeout=1500)
     assert r.returncode == 1, r.stdout + r.stderr
     run_id = re.search(r"run (r-\S+)", r.stdout + r.stderr).group(1)
     d = show(slurm_env, run_id)
     assert (d["state"], d["end_reason"]) == ("failed", "setup_failed")
-    assert "setting up" in logs(slurm_env, run_id)
+    text = logs(slurm_env, run_id)
+    assert "setting up" in text and f"has {len(token)} chars" in text
+    assert token not in text and token not in r.stdout + r.stderr
     assert squeue_jobs() == []
     assert sky_clusters(slurm_env) == []
