@@ -43,14 +43,20 @@ from launcher.cost.window import Window
 from launcher.cost.storage import DEFAULT_STORAGE_USD_PER_GB_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
 
 
+# What a checkpoint is assumed to be kept for (the storage it bills): the last N of a run, each
+# until this long after the run ended. The rollup, the report loader and CostAssumptions use these.
+CHECKPOINT_KEEP_LAST = 3
+CHECKPOINT_RETENTION_AFTER_RUN_S = 7 * 86400.0
+
+
 @dataclass(frozen=True)
 class CostAssumptions:
     storage_usd_per_gb_month: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_STORAGE_USD_PER_GB_MONTH)
     )
     default_storage_usd_per_gb_month: float = OTHER_STORAGE_USD_PER_GB_MONTH
-    checkpoint_keep_last: int = 3
-    checkpoint_retention_after_run_s: float = 7 * 86400.0
+    checkpoint_keep_last: int = CHECKPOINT_KEEP_LAST
+    checkpoint_retention_after_run_s: float = CHECKPOINT_RETENTION_AFTER_RUN_S
 
     def storage_price(self, clouds: pd.Series) -> np.ndarray:
         return (

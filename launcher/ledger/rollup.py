@@ -36,13 +36,14 @@ from typing import Any
 from sqlalchemy import delete, exists, insert, select
 
 from launcher.ledger import models as m
+from launcher.ledger.attempt_cost import CHECKPOINT_KEEP_LAST, CHECKPOINT_RETENTION_AFTER_RUN_S
 from launcher.ledger.records import PREEMPTED_REASONS
 from launcher.cost.attempts import one_attempt, one_bucket
 from launcher.cost.storage import default_storage_usd
 from launcher.cost.window import Window, month_spans_s
 
-ROLLUP_KEEP_LAST = 3  # = CostAssumptions' defaults (a test checks they agree)
-ROLLUP_RETENTION_S = 7 * 86400.0
+# The rollup bills checkpoint storage under CostAssumptions' defaults; a report with others reads the runs.
+ROLLUP_KEEP_LAST, ROLLUP_RETENTION_S = CHECKPOINT_KEEP_LAST, CHECKPOINT_RETENTION_AFTER_RUN_S
 RUN_KEY_COLUMNS = ("project", "experiment", "owner", "cost_center")
 GRAIN_SPLIT = 0  # a row per UTC month, cloud and region
 GRAIN_RUN = 1  # one row per run: what a report by run-level keys alone sums (half the rows)

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from launcher.ledger.readers import read_attempts, read_checkpoints, read_prices, read_run_tags
-from launcher.ledger.attempt_cost import EventFacts
+from launcher.ledger.attempt_cost import CHECKPOINT_KEEP_LAST, CHECKPOINT_RETENTION_AFTER_RUN_S, EventFacts
 from launcher.report.data import KEY_SOURCES, LedgerData
 from launcher.report.periods import Window
 
@@ -19,8 +19,8 @@ def load_ledger_data(
     *,
     keys: Sequence[str] = KEY_SOURCES,
     with_tags: bool = False,
-    checkpoint_keep_last: int = 3,
-    retention_s: float = 7 * 86400.0,
+    checkpoint_keep_last: int = CHECKPOINT_KEEP_LAST,
+    retention_s: float = CHECKPOINT_RETENTION_AFTER_RUN_S,
     now: datetime | None = None,
     timings: dict[str, float] | None = None,
     use_cache: bool = False,
