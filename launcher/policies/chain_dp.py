@@ -62,7 +62,7 @@ class ChainTable:
 
 def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int, od_tick: float, sp_tick: float,
                 *, values: bool = False, chunk: int = 1 << 30, idle_start_margin: float = 0.0,
-                idle_tick_cost: float = 0.0):  # fmt: skip
+                slack_tick_cost: float = 0.0):  # fmt: skip
     """Backward induction over D = len(p_up_stays) ticks, the chain's probabilities per tick
     (`p_up_stays[t]`: capacity up at t stays up at t + 1); prices per tick. A generator that pauses
     after every `chunk` ticks, so a caller can spread a solve over several decisions; its return
@@ -74,17 +74,20 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     the slight differences of an estimate would otherwise decide to spend slack that the truth may
     need.
 
-    `idle_tick_cost` (USD, default 0): charged for every tick without a cluster, a price on slack.
-    For the same kind of caller: a point estimate of a chain that stays short sees no use for slack
-    it could keep by running on-demand, so it waits until the deadline forces on-demand for the
-    rest; if the chain then changes (a long spell comes), the slack that would have let it hop to
-    spot is gone. The values include the charge."""
+    `slack_tick_cost` (USD, default 0): a price on slack, charged for every tick without a cluster:
+    this much when O ticks of slack (ticks left minus work left) are left, in proportion to O / slack
+    otherwise, so the last restarts' worth of slack is the dearest. For the same kind of caller: a
+    point estimate of a chain that stays short sees no use for slack it could keep by running
+    on-demand, so it waits until the deadline forces on-demand for the rest; if the chain then
+    changes (a long spell comes), the slack that would have let it hop to spot is gone. The values
+    include the charge."""
     D = len(p_up_stays)
     tab = ChainTable(W, O, D)
     K = O + 1
     if values:
         tab.values = np.empty((D, tab.n_states, W), dtype=np.float32)
     v_next = np.full((tab.n_states, W), _INF)
+    work_left = W - np.arange(W)
     for t in range(D - 1, -1, -1):
         if (D - 1 - t) and (D - 1 - t) % chunk == 0:
             yield None
@@ -103,7 +106,9 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
             run_od[1:] = od_tick + n_od[:-1]
             run_od[0, :-1] = od_tick + n_od[0, 1:]
             run_od[0, -1] = od_tick  # the last tick of work: done
-            wait = n_none + idle_tick_cost if idle_tick_cost else n_none
+            wait = n_none
+            if slack_tick_cost:
+                wait = n_none + slack_tick_cost * O / np.maximum((D - t) - work_left, 1)
             od_start = run_od[O]
             rows = slice(2 + up_now, 2 + 2 * K, 2)
             if up_now:

@@ -13,10 +13,12 @@ work done, the cluster held, the overhead still owed and whether capacity is up 
 Idle with capacity up, it starts spot unless the plan expects waiting to save more than a quarter
 of a restart (`start_margin`): with the deadline far off, starting now and later cost about the same
 under any stationary estimate, and the estimate's small differences would otherwise spend slack that
-the truth may need. Every hour without a cluster is charged, in the plan, a hundredth of the hour's
-spot discount (`slack_price`): an estimate of short spells sees no use for slack and would wait
-until the deadline forces on-demand for the rest, with none left to take a long spell that comes
-later; the charge makes it keep slack where waiting gains next to nothing. Optionally
+the truth may need. Every hour without a cluster is charged, in the plan, a price on slack
+(`slack_price`): half the hour's spot discount when one restart's worth of slack is left, in
+proportion to a restart over the slack left otherwise. An estimate of short spells sees no use for
+slack and would wait until the deadline forces on-demand for the rest, with none left to take a
+long spell that comes later; the price makes it keep slack where waiting gains next to nothing, and
+the less slack is left, the more it takes for waiting to pay. Optionally
 (`cycle_prior`, off by default) a daily cycle counts only as far as it has been seen to repeat: one
 day of data cannot tell a cycle from a drift.
 
@@ -44,7 +46,7 @@ class MarkovDPPolicy(PlacementPolicy):
                  bin_weight: float = 2.0, overhead_ticks: int = 3, max_ticks: int = 720, first_ticks: int = 120,
                  resolve_hours: float = 2.0, stale_hours: float = 8.0, rate_change: float = 0.2, chunk: int = 48,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
-                 cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.01,
+                 cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
                  poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set; see
@@ -55,9 +57,10 @@ class MarkovDPPolicy(PlacementPolicy):
         per decision; `cycle_prior`: the prior probability of a daily cycle (`ZoneModel`; None: the
         hour bins always count); `start_margin`: idle with capacity up, start spot unless the plan
         expects waiting or on-demand to save more than this many restart overheads at the spot
-        price (the estimate's small differences do not spend slack); `slack_price`: every hour
-        without a cluster is charged this fraction of the hour's spot discount (on-demand minus
-        spot price) in the plan, a price on slack that a point estimate would value at nothing."""
+        price (the estimate's small differences do not spend slack); `slack_price`: in the plan,
+        an hour without a cluster is charged this fraction of the hour's spot discount (on-demand
+        minus spot price) times the restart overhead over the slack left: a price on slack that a
+        point estimate would value at nothing."""
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
             raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
         if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1:
@@ -129,9 +132,9 @@ class MarkovDPPolicy(PlacementPolicy):
         g = self._tick_hours(state, left, most)
         od, sp = prices(state)
         margin = self.start_margin * state.restart_overhead_hours * sp
-        idle = self.slack_price * max(0.0, od - sp)
+        slack_usd_per_hour = self.slack_price * max(0.0, od - sp)
         return _Solve(self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp, self.chunk,
-                      margin, idle)  # fmt: skip
+                      margin, slack_usd_per_hour)  # fmt: skip
 
     def _advance(self, state: DecisionState) -> None:
         t = state.elapsed_hours
@@ -185,14 +188,18 @@ class MarkovDPPolicy(PlacementPolicy):
             return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
         if choice is Choice.NONE and state.spot_available[z] and not self.wait_when_up:
             choice = Choice.SPOT
-        return enforce(state, Decision(choice, z, self._reason(m, choice, cost, plan)), b)
+        return enforce(state, Decision(choice, z, self._reason(state, m, choice, cost, plan)), b)
 
-    def _reason(self, m: ZoneModel, choice: Choice, cost: float, plan: _Plan) -> str:
+    def _reason(self, state: DecisionState, m: ZoneModel, choice: Choice, cost: float, plan: _Plan) -> str:
         key = (choice, plan.t0)
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
         verb = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
-        slack = f", an idle hour counted at ${plan.idle_per_hour:.3f}" if plan.idle_per_hour > 0 else ""
+        slack = ""
+        if plan.slack_usd_per_hour > 0:  # what an idle hour is charged at this decision's slack
+            o = state.restart_overhead_hours
+            left = state.deadline_hours - state.elapsed_hours - (state.work_total_hours - state.work_done_hours)
+            slack = f", an idle hour counted at ${plan.slack_usd_per_hour * o / max(left, plan.g):.3f}"
         why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}; "
                f"the optimal policy for it: {verb} (expected ${cost:.2f} to finish{slack})")  # fmt: skip
         self._last_reason = (key, why)
@@ -213,14 +220,15 @@ def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:
 
 class _Plan:
     """A solved table and where it stands in the run: solved at `t0` with `w_ticks` of work left,
-    from the hourly `rates` (up, down), an hour idle charged `idle_per_hour` (USD) in its values."""
+    from the hourly `rates` (up, down), with the price on slack `slack_usd_per_hour` (an idle hour's
+    charge when one restart's worth of slack is left) in its values."""
 
-    __slots__ = ("table", "t0", "g", "w_ticks", "rates", "idle_per_hour")
+    __slots__ = ("table", "t0", "g", "w_ticks", "rates", "slack_usd_per_hour")
 
     def __init__(self, table, t0: float, g: float, w_ticks: int, rates: tuple[np.ndarray, np.ndarray],
-                 idle_per_hour: float = 0.0) -> None:  # fmt: skip
+                 slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
         self.table, self.t0, self.g, self.w_ticks, self.rates = table, t0, g, w_ticks, rates
-        self.idle_per_hour = idle_per_hour
+        self.slack_usd_per_hour = slack_usd_per_hour
 
     def lookup(self, state: DecisionState) -> tuple[Choice, float]:
         g = self.g
@@ -238,7 +246,7 @@ class _Solve:
     """One solve in progress: `step()` runs a chunk of it and says when it is done."""
 
     def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
-                 od: float, sp: float, chunk: int, margin: float = 0.0, idle_per_hour: float = 0.0) -> None:  # fmt: skip
+                 od: float, sp: float, chunk: int, margin: float = 0.0, slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
         from launcher.policies.chain_dp import solve_chain
 
         D = max(1, math.floor(left / g + 1e-9))
@@ -251,8 +259,8 @@ class _Solve:
         puu = np.exp(-g * ru[hours])
         pdd = np.exp(-g * rd[hours])
         self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk, idle_start_margin=margin,
-                                idle_tick_cost=idle_per_hour * g)  # fmt: skip
-        self.t0, self.g, self.W, self.idle_per_hour = t0, g, W, idle_per_hour
+                                slack_tick_cost=slack_usd_per_hour * g)  # fmt: skip
+        self.t0, self.g, self.W, self.slack_usd_per_hour = t0, g, W, slack_usd_per_hour
         self.plan: _Plan | None = None
 
     def step(self) -> bool:
@@ -260,7 +268,7 @@ class _Solve:
             next(self._gen)
             return False
         except StopIteration as done:
-            self.plan = _Plan(done.value, self.t0, self.g, self.W, self.rates, self.idle_per_hour)
+            self.plan = _Plan(done.value, self.t0, self.g, self.W, self.rates, self.slack_usd_per_hour)
             return True
 
     def finish(self) -> _Plan:
