@@ -10,6 +10,11 @@ HOURS_PER_MONTH = 730.0
 DEFAULT_STORAGE_USD_PER_GB_MONTH: Mapping[str, float] = {"aws": 0.023, "gcp": 0.026, "local": 0.0}
 OTHER_STORAGE_USD_PER_GB_MONTH = 0.023  # a cloud without its own price
 
+# What a checkpoint is assumed to be kept for (the storage it bills): the last N of a run, each
+# until this long after the run ended. CostAssumptions, the rollup and the report loader use these.
+CHECKPOINT_KEEP_LAST = 3
+CHECKPOINT_RETENTION_AFTER_RUN_S = 7 * 86400.0
+
 
 def are_list_prices(per_cloud_usd_per_gb_month: Mapping[str, float], other_usd_per_gb_month: float) -> bool:
     """Whether these storage prices are the list prices above (those the cost rollup holds in USD)."""

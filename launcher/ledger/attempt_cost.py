@@ -40,13 +40,12 @@ import pandas as pd
 
 from launcher.cost.attempts import AttemptColumns, Intervals, billed_intervals, bucket_first, explode, overlap, segments  # noqa: F401 - explode, overlap, bucket_first: the report's too
 from launcher.cost.window import Window
-from launcher.cost.storage import DEFAULT_STORAGE_USD_PER_GB_MONTH, OTHER_STORAGE_USD_PER_GB_MONTH
-
-
-# What a checkpoint is assumed to be kept for (the storage it bills): the last N of a run, each
-# until this long after the run ended. The rollup, the report loader and CostAssumptions use these.
-CHECKPOINT_KEEP_LAST = 3
-CHECKPOINT_RETENTION_AFTER_RUN_S = 7 * 86400.0
+from launcher.cost.storage import (
+    CHECKPOINT_KEEP_LAST,
+    CHECKPOINT_RETENTION_AFTER_RUN_S,
+    DEFAULT_STORAGE_USD_PER_GB_MONTH,
+    OTHER_STORAGE_USD_PER_GB_MONTH,
+)
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,9 @@ from typing import Any
 from sqlalchemy import delete, exists, insert, select
 
 from launcher.ledger import models as m
-from launcher.ledger.attempt_cost import CHECKPOINT_KEEP_LAST, CHECKPOINT_RETENTION_AFTER_RUN_S
 from launcher.ledger.records import PREEMPTED_REASONS
 from launcher.cost.attempts import one_attempt, one_bucket
-from launcher.cost.storage import default_storage_usd
+from launcher.cost.storage import CHECKPOINT_KEEP_LAST, CHECKPOINT_RETENTION_AFTER_RUN_S, default_storage_usd
 from launcher.cost.window import Window, month_spans_s
 
 # The rollup bills checkpoint storage under CostAssumptions' defaults; a report with others reads the runs.

@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from launcher.ledger.readers import read_attempts, read_checkpoints, read_prices, read_run_tags
-from launcher.ledger.attempt_cost import CHECKPOINT_KEEP_LAST, CHECKPOINT_RETENTION_AFTER_RUN_S, EventFacts
+from launcher.cost.storage import CHECKPOINT_KEEP_LAST, CHECKPOINT_RETENTION_AFTER_RUN_S
+from launcher.ledger.attempt_cost import EventFacts
 from launcher.report.data import KEY_SOURCES, LedgerData
 from launcher.report.periods import Window
 
