@@ -43,15 +43,17 @@ _RLIMITS = {0: "CPU", 1: "FSIZE", 2: "DATA", 3: "STACK", 4: "CORE", 5: "RSS", 6:
             8: "MEMLOCK", 9: "AS", 10: "LOCKS", 11: "SIGPENDING", 12: "MSGQUEUE", 13: "NICE", 14: "RTPRIO"}  # fmt: skip
 
 # PID 1 (or catatonit's child) in the container: run the job, pass TERM/INT to every process of
-# the container (kill -1 spares the sender and init), return the job's own exit code.
+# the container (kill -1 spares the sender and init), return the job's own exit code. A `wait`
+# cut short by the trapped signal returns 128+n; if the job exits before `kill -0` looks, one more
+# `wait` collects its real status (127 there: it was already collected).
 FORWARDER = r"""trap 'kill -TERM -1 2>/dev/null' TERM
 trap 'kill -INT -1 2>/dev/null' INT
 if command -v bash >/dev/null 2>&1; then bash -c "$1" & else sh -c "$1" & fi
 c=$!
-while :; do
-  wait "$c"; s=$?
-  kill -0 "$c" 2>/dev/null || break
-done
+s=0
+while kill -0 "$c" 2>/dev/null; do wait "$c"; s=$?; done
+wait "$c" 2>/dev/null; r=$?
+[ "$r" = 127 ] || s=$r
 exit "$s"
 """
 
