@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from launcher.errors import CredentialsError, NoOfferError
-from pricing.clouds import PRICED_ONLY_CLOUDS
+from pricing.clouds import PRICED_ONLY_CLOUDS, PROVIDER_CLOUDS
 from pricing.errors import NoOfferError as NothingRanked
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import ResourceFields
@@ -191,7 +191,7 @@ def rank_candidates(
 def priced_only_text(cloud: str) -> str:
     """Why a launch does not run on a cloud that is priced but has no provider."""
     return (f"{cloud} is priced (`launcher offers --cloud {cloud}`) but has no provider, so a launch "
-            "cannot run there (it can on aws, gcp, local or a declared cluster)")  # fmt: skip
+            f"cannot run there (it can on {', '.join(PROVIDER_CLOUDS)} or a declared cluster)")  # fmt: skip
 
 
 def _cost_key(c: Candidate) -> tuple:
