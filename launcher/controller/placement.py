@@ -211,7 +211,7 @@ class PlacementDriver:
 PLACEMENT_BY_RECOVERY: dict[str, tuple[str, str]] = {
     "deadline-aware": ("deadline-aware", "multi-zone"),
     "expected-cost": ("expected-cost", "expected-cost-multi-zone"),
-    "markov-dp": ("markov-dp", "markov-dp"),  # plans on one zone: the plan's first spot zone
+    "markov-dp": ("markov-dp", "markov-dp-multi-zone"),
 }
 
 
@@ -233,7 +233,7 @@ def placement_for(recovery: RecoveryPolicy, ranked: tuple[ScoredOffer, ...], *, 
     and the `deadline-aware` recovery policy (the default then), `multi-zone` when the plan offers
     spot in several places, else `deadline-aware`; with `expected-cost`, `expected-cost-multi-zone`
     or `expected-cost` (priors of each zone's spells from its interruption band, given by `PlacementDriver`);
-    with `markov-dp`, `markov-dp` in the plan's first spot zone (its prior from the band too).
+    with `markov-dp`, `markov-dp-multi-zone` or `markov-dp` likewise.
     Other recovery policies keep their own rule."""
     if not has_deadline or recovery.name not in PLACEMENT_BY_RECOVERY:
         return None

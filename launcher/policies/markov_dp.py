@@ -123,7 +123,9 @@ class MarkovDPPolicy(PlacementPolicy):
         fine = o / self.overhead_ticks if o > 0 else left / most
         return max(fine, left / most, state.gap_hours, 1.0 / 60.0)
 
-    def _start_solve(self, state: DecisionState, most: int) -> _Solve | None:
+    def _start_solve(self, state: DecisionState, most: int, model: ZoneModel | None = None) -> _Solve | None:
+        """A solve of `model` (default: the run's zone model) from this decision; None when no plan
+        keeps the reserve (the work left cannot finish with a restart's worth of slack)."""
         o = state.restart_overhead_hours
         left = state.deadline_hours - state.elapsed_hours - self.reserve_overheads * o
         work = state.work_total_hours - state.work_done_hours
@@ -133,8 +135,8 @@ class MarkovDPPolicy(PlacementPolicy):
         od, sp = prices(state)
         margin = self.start_margin * state.restart_overhead_hours * sp
         slack_usd_per_hour = self.slack_price * max(0.0, od - sp)
-        return _Solve(self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp, self.chunk,
-                      margin, slack_usd_per_hour)  # fmt: skip
+        return _Solve(model or self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp,
+                      self.chunk, margin, slack_usd_per_hour)  # fmt: skip
 
     def _advance(self, state: DecisionState) -> None:
         t = state.elapsed_hours
@@ -159,10 +161,11 @@ class MarkovDPPolicy(PlacementPolicy):
             elif self._pending.step():
                 self.plan, self._pending = self._pending.plan, None
 
-    def _moved(self) -> bool:
-        """Has a rate the plan was solved with moved by more than `rate_change` since?"""
-        ru, rd = _hourly_rates(self.model)
-        old_u, old_d = self.plan.rates
+    def _moved(self, plan: _Plan | None = None, model: ZoneModel | None = None) -> bool:
+        """Has a rate the plan (default: the run's) was solved with moved by more than
+        `rate_change` since, in its model?"""
+        ru, rd = _hourly_rates(model or self.model)
+        old_u, old_d = (plan or self.plan).rates
         return bool(np.max(np.abs(np.log(ru / old_u))) > self.rate_change
                     or np.max(np.abs(np.log(rd / old_d))) > self.rate_change)  # fmt: skip
 
@@ -231,13 +234,16 @@ class _Plan:
         self.slack_usd_per_hour = slack_usd_per_hour
 
     def lookup(self, state: DecisionState) -> tuple[Choice, float]:
+        return self.at(state, state.current, state.overhead_remaining_hours, state.spot_available[state.current_zone])
+
+    def at(self, state: DecisionState, held: Choice, owed_hours: float, up: bool) -> tuple[Choice, float]:
+        """The plan's action and expected cost to finish at this decision's time and progress, for
+        the cluster `held` (owing `owed_hours` of restart) and capacity `up` in the plan's zone."""
         g = self.g
         i = int(math.floor((state.elapsed_hours - self.t0) / g + 1e-6))
         left = max(0.0, state.work_total_hours - state.work_done_hours)
         p = self.w_ticks - math.ceil(left / g - 1e-6)
-        owed = math.ceil(state.overhead_remaining_hours / g - 1e-6)
-        up = state.spot_available[state.current_zone]
-        held = state.current
+        owed = math.ceil(owed_hours / g - 1e-6)
         tab = self.table
         return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
 

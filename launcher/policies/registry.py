@@ -57,6 +57,12 @@ def _markov_dp(**kw) -> PlacementPolicy:
     return MarkovDPPolicy(**kw)
 
 
+def _markov_dp_multi_zone(**kw) -> PlacementPolicy:
+    from launcher.policies.markov_dp_multi_zone import MarkovDPMultiZonePolicy
+
+    return MarkovDPMultiZonePolicy(**kw)
+
+
 _PLACEMENT: dict[str, Callable[..., PlacementPolicy]] = {
     "on-demand": _on_demand,
     "greedy": _greedy,
@@ -66,6 +72,7 @@ _PLACEMENT: dict[str, Callable[..., PlacementPolicy]] = {
     "expected-cost": _expected_cost,
     "expected-cost-multi-zone": _expected_cost_multi_zone,
     "markov-dp": _markov_dp,
+    "markov-dp-multi-zone": _markov_dp_multi_zone,
 }
 
 DEFAULT_WITH_DEADLINE = "deadline-aware"

@@ -37,11 +37,15 @@ def test_recovery_expected_cost_picks_the_model_policies_with_band_priors():
     assert pol._model(1).prior_up_hours > pol._model(0).prior_up_hours
 
 
-def test_recovery_markov_dp_plans_on_the_first_spot_zone_with_its_band_prior():
+def test_recovery_markov_dp_plans_on_every_spot_zone_with_its_band_prior():
     calm = BAND_HAZARD_PER_HOUR[0]
     ranked = (scored("b", True, calm, 1), scored("a", True, BAND_HAZARD_PER_HOUR[-1], 2), scored("a", False, 0.0, 3))
-    pol = placement_for(get_recovery_policy("markov-dp"), ranked, has_deadline=True)
-    assert pol.name == "markov-dp" and pol.band_priors and not pol.multi_zone
+    rec = get_recovery_policy("markov-dp")
+    pol = placement_for(rec, ranked, has_deadline=True)
+    assert pol.name == "markov-dp-multi-zone" and pol.band_priors and pol.multi_zone
     PlacementDriver(pol, ranked, work_hours=2.0, deadline_hours=4.0, restart_overhead_s=60.0, tick_s=60.0,
                     capacity=lambda o: True)  # fmt: skip
     assert pol._zone_priors[0] == band_prior_up_hours(ranked[0]) > 1.0
+    assert pol._zone_priors[1] == band_prior_up_hours(ranked[1]) < 1.0
+    one = placement_for(rec, ranked[:1] + ranked[2:], has_deadline=True)
+    assert one.name == "markov-dp" and not one.multi_zone
