@@ -102,7 +102,7 @@ def table(title: str, rows: list[dict]) -> dict:
     groups = sorted({r["group"] for r in rows})
     print(f"\n{title}: cost / exact optimum, mean  worst  misses")
     print(f"{'regime':<30}{'cases':>6}" + "".join(f"{p:>26}" for p in (*POLICIES, BEST))
-          + "".join(f"{'worst ' + m.removesuffix('-multi-zone') + ' mz/1':>26}" for m, _ in MULTI_PAIRS))
+          + "".join(f"{m.removesuffix('-multi-zone') + ' mz/1 mean worst':>32}" for m, _ in MULTI_PAIRS))
     out: dict = {}
     for g in (*groups, "all"):
         sub = [r for r in rows if g in ("all", r["group"]) and r["opt"]]
@@ -123,7 +123,8 @@ def table(title: str, rows: list[dict]) -> dict:
                 o[multi] = {"worst_vs_single": max(mz), "over_1_02": sum(x > 1.02 for x in mz),
                             "mean_vs_single": statistics.fmean(mz),
                             "misses": sum(r[multi][1] for r in sub if multi in r), "cases": len(mz)}
-                cells.append(f"{max(mz):>11.3f} ({o[multi]['over_1_02']} > 1.02)")
+                cell = f"{o[multi]['mean_vs_single']:.3f} {max(mz):.3f} ({o[multi]['over_1_02']} > 1.02)"
+                cells.append(f"{cell:>32}")
         out[g] = o
         print(f"{g:<30}{len(sub):>6}" + "".join(f"{c:>26}" for c in cells))
     return out
