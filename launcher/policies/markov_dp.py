@@ -37,7 +37,7 @@ import numpy as np
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
-from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot, snap_to_tick
+from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
 
 class MarkovDPPolicy(PlacementPolicy):
     name = "markov-dp"
@@ -173,11 +173,9 @@ class MarkovDPPolicy(PlacementPolicy):
     def decide(self, state: DecisionState) -> Decision:
         state = snap_to_tick(state)
         z = state.current_zone
-        m = self._observe(state)
+        self._observe(state)
         if state.deadline_hours is None:
-            if state.spot_available[z]:
-                return Decision(Choice.SPOT, z, "spot, no deadline")
-            return Decision(Choice.NONE, z, "wait for spot, no deadline")
+            return self._no_deadline(state)
         b = budget(state, self.poll_hours)
         if b.remaining <= 0:
             return Decision(Choice.NONE, z, "done")
@@ -185,13 +183,24 @@ class MarkovDPPolicy(PlacementPolicy):
         self._advance(state)
         if holding_spot(state):
             return Decision(Choice.SPOT, z, "exploit the live spot cluster")
+        return self._choose(state, b, fallback)
+
+    def _no_deadline(self, state: DecisionState) -> Decision:
+        z = state.current_zone
+        if state.spot_available[z]:
+            return Decision(Choice.SPOT, z, "spot, no deadline")
+        return Decision(Choice.NONE, z, "wait for spot, no deadline")
+
+    def _choose(self, state: DecisionState, b: Budget, fallback: Decision) -> Decision:
+        """The plan's decision (idle or on-demand, deadline set, work left), through the safety net."""
+        z = state.current_zone
         plan = self.plan
         choice, cost = plan.lookup(state) if plan is not None else (Choice.NONE, math.inf)
         if not math.isfinite(cost):  # the model sees no way to keep its reserve: the rule-based policy
             return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
         if choice is Choice.NONE and state.spot_available[z] and not self.wait_when_up:
             choice = Choice.SPOT
-        return enforce(state, Decision(choice, z, self._reason(state, m, choice, cost, plan)), b)
+        return enforce(state, Decision(choice, z, self._reason(state, self.model, choice, cost, plan)), b)
 
     def _reason(self, state: DecisionState, m: ZoneModel, choice: Choice, cost: float, plan: _Plan) -> str:
         key = (choice, plan.t0)

@@ -27,7 +27,7 @@ from launcher.policies.availability_model import ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState
 from launcher.policies.deadline_aware import prices
 from launcher.policies.markov_dp import MarkovDPPolicy, _Plan, _Solve
-from launcher.policies.safety import budget, enforce, holding_spot, snap_to_tick
+from launcher.policies.safety import Budget, enforce
 
 _VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}
 
@@ -56,7 +56,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         self._fallback = MultiZonePolicy(poll_hours=self.poll_hours)
 
     # ---- models and tables ------------------------------------------------------------------------
-    def _observe_all(self, state: DecisionState) -> None:
+    def _observe(self, state: DecisionState) -> None:
         for z, up in enumerate(state.spot_available):
             m = self.models.get(z)
             if m is None:
@@ -75,7 +75,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         else:
             self._solves[z] = solve
 
-    def _advance_all(self, state: DecisionState) -> None:
+    def _advance(self, state: DecisionState) -> None:
         """Start the solves that are due, then run one chunk of one of them (own zone first)."""
         t, here = state.elapsed_hours, state.current_zone
         if not self.plans and not self._solves and self._step_t == -math.inf:  # the first decision
@@ -108,22 +108,16 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 return
 
     # ---- deciding ---------------------------------------------------------------------------------
-    def decide(self, state: DecisionState) -> Decision:
-        state = snap_to_tick(state)
+    def _no_deadline(self, state: DecisionState) -> Decision:
         z = state.current_zone
-        self._observe_all(state)
-        if state.deadline_hours is None:
-            up = [i for i, a in enumerate(state.spot_available) if a]
-            if up:
-                return Decision(Choice.SPOT, z if z in up else up[0], "spot, no deadline")
-            return Decision(Choice.NONE, z, "wait for spot, no deadline")
-        b = budget(state, self.poll_hours)
-        if b.remaining <= 0:
-            return Decision(Choice.NONE, z, "done")
-        fallback = self._fallback.decide(state)  # every tick, so its spells stay in step
-        self._advance_all(state)
-        if holding_spot(state):
-            return Decision(Choice.SPOT, z, "exploit the live spot cluster")
+        up = [i for i, a in enumerate(state.spot_available) if a]
+        if up:
+            return Decision(Choice.SPOT, z if z in up else up[0], "spot, no deadline")
+        return Decision(Choice.NONE, z, "wait for spot, no deadline")
+
+    def _choose(self, state: DecisionState, b: Budget, fallback: Decision) -> Decision:
+        """The cheapest zone's plan, unless it saves too little over the plan of the zone it is in."""
+        z = state.current_zone
         held = Choice.ON_DEMAND if state.current is Choice.ON_DEMAND else Choice.NONE
         owed = state.overhead_remaining_hours if held is Choice.ON_DEMAND else 0.0
         scored = {}
