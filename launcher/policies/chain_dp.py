@@ -23,15 +23,20 @@ _INF = math.inf
 
 class ChainTable:
     """What `solve_chain` returns: actions (and, with `values`, expected costs) per tick, state and
-    progress, for a job of W ticks of work, O ticks of overhead and D ticks to the deadline."""
+    progress, for a job of W ticks of work, O ticks of overhead and D ticks to the deadline.
+
+    States are laid out so that a tick's backward step is a few whole-block array operations: the
+    capacity-down block (none, then on-demand owing k = 0..O), the capacity-up block in the same
+    order, then spot owing k (capacity up)."""
 
     def __init__(self, W: int, O: int, D: int) -> None:
         self.W, self.O, self.D = W, O, D
         K = O + 1
-        self.none = (0, 1)  # capacity down, up
-        self.od = [(2 + 2 * k, 3 + 2 * k) for k in range(K)]
-        self.spot = [2 + 2 * K + k for k in range(K)]
-        self.n_states = 2 + 3 * K
+        B = K + 1  # states per capacity block
+        self.none = (0, B)  # capacity down, up
+        self.od = [(1 + k, B + 1 + k) for k in range(K)]
+        self.spot = [2 * B + k for k in range(K)]
+        self.n_states = 2 * B + K
         self.action = np.empty((D, self.n_states, W), dtype=np.int8)  # every row is written by the solve
         self.values: np.ndarray | None = None
         self.v0: np.ndarray | None = None
@@ -84,49 +89,61 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     D = len(p_up_stays)
     tab = ChainTable(W, O, D)
     K = O + 1
+    B = K + 1
+    n = tab.n_states
     if values:
-        tab.values = np.empty((D, tab.n_states, W), dtype=np.float32)
-    v_next = np.full((tab.n_states, W), _INF)
+        tab.values = np.empty((D, n, W), dtype=np.float32)
+    v_next = np.full((n, W), _INF)
+    v = np.empty_like(v_next)
     work_left = W - np.arange(W)
+    # Per state row, the on-demand candidate (start, or stay owing k) and, for the capacity-up rows
+    # and spot rows, the spot candidate; each tick writes them in place.
+    odc = np.empty((n, W))
+    run_od = odc[: 2 * B].reshape(2, B, W)  # [capacity now down / up, none + on-demand owing k]
+    spc = np.empty((B + K, W))
+    run_sp = spc[B:]
+    margin = None
+    if idle_start_margin:
+        margin = np.zeros((B + K, 1))
+        margin[0] = idle_start_margin  # idle with capacity up: the first row of the up block
     for t in range(D - 1, -1, -1):
         if (D - 1 - t) and (D - 1 - t) % chunk == 0:
             yield None
-        vn = v_next[0:2]  # none: [down, up]
-        vo = v_next[2 : 2 + 2 * K].reshape(K, 2, W)  # on-demand: [k, down/up]
-        vs = v_next[2 + 2 * K :]  # spot: [k] (capacity up)
-        v = np.empty_like(v_next)
+        p_up = float(p_up_stays[t])
+        # The next decision's value of each cluster held after this tick, capacity down now, up now.
+        nxt = _mix_blocks((1.0 - float(p_down_stays[t]), p_up), v_next[B : 2 * B], v_next[:B])
+        # Holding with k owed at this tick: overhead first (k - 1 owed next), then progress.
+        np.add(nxt[:, 1:K], od_tick, out=run_od[:, 2:])
+        np.add(nxt[:, 1, 1:], od_tick, out=run_od[:, 1, :-1])
+        run_od[:, 1, -1] = od_tick  # the last tick of work: done
+        run_od[:, 0] = run_od[:, 1 + O]  # idle: start on-demand
+        odc[2 * B :] = run_od[1, 1 + O]  # on spot: move to on-demand (capacity up)
+        n_spot = _mix(p_up, v_next[2 * B :], v_next[0])  # preempted to none when capacity goes
+        np.add(n_spot[:-1], sp_tick, out=run_sp[1:])
+        np.add(n_spot[0, 1:], sp_tick, out=run_sp[0, :-1])
+        run_sp[0, -1] = sp_tick
+        spc[:B] = run_sp[O]  # idle or on-demand, capacity up: start spot
+        wait = nxt[:, 0]
+        if slack_tick_cost:
+            wait = wait + slack_tick_cost * O / np.maximum((D - t) - work_left, 1)
         act = tab.action[t]
-        for up_now in (0, 1):
-            p_up = float(p_up_stays[t]) if up_now else 1.0 - float(p_down_stays[t])
-            # The next decision's value for each cluster held after this tick.
-            n_none = _mix(p_up, vn[1], vn[0])
-            n_od = _mix(p_up, vo[:, 1], vo[:, 0])  # [k]
-            # Holding with k owed at this tick: overhead first (k - 1 owed next), then progress.
-            run_od = np.empty((K, W))
-            run_od[1:] = od_tick + n_od[:-1]
-            run_od[0, :-1] = od_tick + n_od[0, 1:]
-            run_od[0, -1] = od_tick  # the last tick of work: done
-            wait = n_none
-            if slack_tick_cost:
-                wait = n_none + slack_tick_cost * O / np.maximum((D - t) - work_left, 1)
-            od_start = run_od[O]
-            rows = slice(2 + up_now, 2 + 2 * K, 2)
-            if up_now:
-                n_spot = _mix(p_up, vs, vn[0])  # preempted to none when capacity goes
-                run_sp = np.empty((K, W))
-                run_sp[1:] = sp_tick + n_spot[:-1]
-                run_sp[0, :-1] = sp_tick + n_spot[0, 1:]
-                run_sp[0, -1] = sp_tick
-                spot_start = run_sp[O]
-                v[up_now], act[up_now] = _least3(wait, od_start, spot_start, idle_start_margin)
-                v[rows], act[rows] = _least3(wait, run_od, spot_start)
-                v[2 + 2 * K :], act[2 + 2 * K :] = _least3(wait, od_start, run_sp)
-            else:
-                v[up_now], act[up_now] = _least2(wait, od_start)
-                v[rows], act[rows] = _least2(wait, run_od)
+        # Capacity down: wait or on-demand; a tie waits (it keeps the chance of spot).
+        take = odc[:B] < wait[0] * (1.0 - _TIE) - _TIE
+        v[:B] = np.where(take, odc[:B], wait[0])
+        act[:B] = take
+        # Capacity up: also spot; a tie with spot takes spot (progress now, at the same cost), and
+        # so does spot within the margin of the least, idle.
+        take = odc[B:] < wait[1] * (1.0 - _TIE) - _TIE
+        best = np.where(take, odc[B:], wait[1])
+        bar = best * (1.0 + _TIE) + _TIE
+        if margin is not None:
+            bar = bar + margin
+        take_spot = spc <= bar
+        v[B:] = np.where(take_spot, spc, best)
+        act[B:] = np.where(take_spot, np.int8(2), take)
         if values:
             tab.values[t] = v
-        v_next = v
+        v_next, v = v, v_next
     tab.v0 = v_next
     return tab
 
@@ -142,24 +159,17 @@ def drain(gen):
 _TIE = 1e-9  # relative: within this, costs are equal (float noise)
 
 
-def _least2(wait: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Elementwise least of waiting and on-demand (broadcast), index 0 / 1; a tie waits (it keeps
-    the chance of spot)."""
-    take = other < wait * (1.0 - _TIE) - _TIE
-    return np.where(take, other, wait), take.astype(np.int8)
-
-
-def _least3(wait: np.ndarray, od: np.ndarray, spot: np.ndarray, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """As `_least2` with spot (index 2); a tie with spot takes spot (progress now, at the same cost),
-    and so does spot within `margin` of the least."""
-    v, idx = _least2(wait, od)
-    take = spot <= v * (1.0 + _TIE) + _TIE + margin
-    return np.where(take, spot, v), np.where(take, np.int8(2), idx)
-
-
 def _mix(p: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """p * a + (1 - p) * b, where a branch of probability 0 does not count (0 * inf is no cost)."""
     if 0.0 < p < 1.0:
         return p * a + (1.0 - p) * b
     keep, other = (b, a) if p <= 0.0 else (a, b)
     return keep if keep.shape == other.shape else np.broadcast_to(keep, np.broadcast_shapes(a.shape, b.shape))
+
+
+def _mix_blocks(p: tuple[float, float], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`_mix` for each of the two probabilities, stacked: shape (2, *a.shape)."""
+    if 0.0 < p[0] < 1.0 and 0.0 < p[1] < 1.0:
+        col = np.array(p).reshape(2, *(1,) * a.ndim)
+        return col * a + (1.0 - col) * b
+    return np.stack([_mix(q, a, b) for q in p])
