@@ -39,23 +39,25 @@ BEST = "best of 5"  # per case, the cheapest of POLICIES: a ceiling for any choi
 
 
 class Timed(PlacementPolicy):
-    """A policy whose decisions are timed (perf_counter around `decide`)."""
+    """A policy whose decisions are timed: wall clock (perf_counter) and this thread's CPU time
+    (thread_time: what the decision computed, without the time another process had the core)."""
 
     def __init__(self, inner: PlacementPolicy) -> None:
         self.inner, self.name, self.multi_zone = inner, inner.name, inner.multi_zone
-        self.seconds, self.calls, self.worst = 0.0, 0, 0.0
+        self.seconds, self.calls, self.worst, self.worst_cpu = 0.0, 0, 0.0, 0.0
         self.over_20ms = 0  # decisions slower than the issue's 20 ms
 
     def reset(self) -> None:
         self.inner.reset()
 
     def decide(self, state):
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         d = self.inner.decide(state)
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.thread_time() - c0
         self.seconds += dt
         self.calls += 1
         self.worst = max(self.worst, dt)
+        self.worst_cpu = max(self.worst_cpu, dc)
         self.over_20ms += dt >= 0.020
         return d
 
@@ -131,6 +133,7 @@ def table(title: str, rows: list[dict]) -> dict:
 
 
 def speed(rows: list[dict]) -> dict:
+    """The timed decisions of the parallel tables (two workers sharing the cores)."""
     n = sum(r["decisions"] for r in rows)
     s = sum(r["decide_s"] for r in rows)
     worst = max(r["worst_decide_s"] for r in rows)
@@ -138,6 +141,36 @@ def speed(rows: list[dict]) -> dict:
     slow = sum(r["over_20ms"] for r in rows)
     return {"ms_per_decision": 1000 * s / n, "worst_ms": 1000 * worst, "seconds_per_80_cases": per80, "decisions": n,
             "decisions_over_20ms": slow}
+
+
+def quiet_speed(tasks: list[tuple[SimCase, str, bool]], n_single: int = 80, n_multi: int = 24) -> dict:
+    """Speed on its own: `n_single` cases spread evenly over `tasks` replayed by `MODEL` in the home
+    zone, then `n_multi` multi-zone cases by `MULTI`, one case at a time in this process, nothing
+    else of the bench running. Per policy: the wall time of the replays, and per decision the mean,
+    the slowest by wall clock and by CPU time, and how many took 20 ms or more."""
+    def spread(items: list, n: int) -> list:
+        return [items[round(i * (len(items) - 1) / max(1, n - 1))] for i in range(min(n, len(items)))]
+
+    singles = spread([SimCase(c.traces[:1], *_rest(c)) for c, _, _ in tasks], n_single)
+    multis = spread([c for c, _, multi in tasks if multi and len(c.traces) > 1], n_multi)
+    out = {}
+    for name, cases in ((MODEL, singles), (MULTI, multis)):
+        if not cases:
+            continue
+        wall = 0.0
+        calls = slow = 0
+        decide_s = worst = worst_cpu = 0.0
+        for c in cases:
+            pol = Timed(get_placement_policy(name))
+            t0 = time.perf_counter()
+            simulate(pol, c)
+            wall += time.perf_counter() - t0
+            calls, slow, decide_s = calls + pol.calls, slow + pol.over_20ms, decide_s + pol.seconds
+            worst, worst_cpu = max(worst, pol.worst), max(worst_cpu, pol.worst_cpu)
+        out[name] = {"cases": len(cases), "replay_s": wall, "seconds_per_80_cases": wall * 80 / len(cases),
+                     "decisions": calls, "ms_per_decision": 1000 * decide_s / calls, "worst_ms": 1000 * worst,
+                     "worst_cpu_ms": 1000 * worst_cpu, "decisions_over_20ms": slow}
+    return out
 
 
 def goals(name: str, figs: dict) -> list[tuple[str, bool, str]]:

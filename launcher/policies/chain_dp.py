@@ -29,7 +29,7 @@ class ChainTable:
     capacity-down block (none, then on-demand owing k = 0..O), the capacity-up block in the same
     order, then spot owing k (capacity up)."""
 
-    def __init__(self, W: int, O: int, D: int) -> None:
+    def __init__(self, W: int, O: int, D: int, *, values: bool = False, recycle: ChainTable | None = None) -> None:
         self.W, self.O, self.D = W, O, D
         K = O + 1
         B = K + 1  # states per capacity block
@@ -37,8 +37,16 @@ class ChainTable:
         self.od = [(1 + k, B + 1 + k) for k in range(K)]
         self.spot = [2 * B + k for k in range(K)]
         self.n_states = 2 * B + K
-        self.action = np.empty((D, self.n_states, W), dtype=np.int8)  # every row is written by the solve
+        # Every row is written by the solve, so a retired table's memory serves as well as new memory,
+        # and costs no page faults (on a VM, first touches of new memory can cost more than the solve).
+        old = recycle._flat if recycle is not None else (None, None)
+        shape = (D, self.n_states, W)
+        self.action, flat_action = _array(shape, np.int8, old[0])
         self.values: np.ndarray | None = None
+        flat_values = None
+        if values:
+            self.values, flat_values = _array(shape, np.float32, old[1])
+        self._flat = (flat_action, flat_values)
         self.v0: np.ndarray | None = None
 
     def state_index(self, held: Choice, owed: int, up: bool) -> int:
@@ -67,7 +75,7 @@ class ChainTable:
 
 def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int, od_tick: float, sp_tick: float,
                 *, values: bool = False, chunk: int = 1 << 30, idle_start_margin: float = 0.0,
-                slack_tick_cost: float = 0.0):  # fmt: skip
+                slack_tick_cost: float = 0.0, recycle: ChainTable | None = None):  # fmt: skip
     """Backward induction over D = len(p_up_stays) ticks, the chain's probabilities per tick
     (`p_up_stays[t]`: capacity up at t stays up at t + 1); prices per tick. A generator that pauses
     after every `chunk` ticks, so a caller can spread a solve over several decisions; its return
@@ -85,14 +93,14 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     point estimate of a chain that stays short sees no use for slack it could keep by running
     on-demand, so it waits until the deadline forces on-demand for the rest; if the chain then
     changes (a long spell comes), the slack that would have let it hop to spot is gone. The values
-    include the charge."""
+    include the charge.
+
+    `recycle`: a table the caller no longer reads, whose arrays the new table may reuse."""
     D = len(p_up_stays)
-    tab = ChainTable(W, O, D)
+    tab = ChainTable(W, O, D, values=values, recycle=recycle)
     K = O + 1
     B = K + 1
     n = tab.n_states
-    if values:
-        tab.values = np.empty((D, n, W), dtype=np.float32)
     v_next = np.full((n, W), _INF)
     v = np.empty_like(v_next)
     work_left = W - np.arange(W)
@@ -154,6 +162,14 @@ def drain(gen):
             next(gen)
         except StopIteration as done:
             return done.value
+
+
+def _array(shape: tuple[int, ...], dtype, flat: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """An array of `shape` and the 1-d memory under it: `flat` when it is large enough, else new."""
+    size = math.prod(shape)
+    if flat is None or flat.size < size:
+        flat = np.empty(size, dtype=dtype)
+    return flat[:size].reshape(shape), flat
 
 
 _TIE = 1e-9  # relative: within this, costs are equal (float noise)

@@ -22,8 +22,9 @@ the less slack is left, the more it takes for waiting to pay. Optionally
 (`cycle_prior`, off by default) a daily cycle counts only as far as it has been seen to repeat: one
 day of data cannot tell a cycle from a drift.
 
-Solves are spread over decisions (`chunk` ticks of backward induction per decision) so that no
-decision waits for a whole one; the first decision solves a coarse table at once. Every decision
+Solves are spread over decisions (`chunk` ticks of backward induction per decision, fewer where
+the work left is long, since a tick's time grows with it) so that no decision waits for a whole one;
+the first decision solves a coarse table at once. Every decision
 goes through `safety.enforce`, so a wrong estimate costs money, never the deadline. Each reason names
 the estimate it acted on and the expected cost to finish under it.
 """
@@ -36,6 +37,7 @@ import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
+from launcher.policies.chain_dp import ChainTable, solve_chain
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
 
@@ -45,6 +47,7 @@ class MarkovDPPolicy(PlacementPolicy):
     def __init__(self, prior_up_hours: float = 1.0, prior_down_hours: float = 2.0, prior_weight: float = 0.5,
                  bin_weight: float = 2.0, overhead_ticks: int = 3, max_ticks: int = 720, first_ticks: int = 120,
                  resolve_hours: float = 2.0, stale_hours: float = 8.0, rate_change: float = 0.2, chunk: int = 48,
+                 chunk_width: int = 240,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
                  poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
@@ -54,7 +57,9 @@ class MarkovDPPolicy(PlacementPolicy):
         `overhead_ticks`: the DP's tick is at most a restart overhead over this; `max_ticks` /
         `first_ticks`: ticks to the deadline at most in a solve / in the first decision's coarse
         solve; `resolve_hours`: how often the model is solved again; `chunk`: ticks of a solve done
-        per decision; `cycle_prior`: the prior probability of a daily cycle (`ZoneModel`; None: the
+        per decision when the work left is at most `chunk_width` ticks, scaled by 2 x chunk_width /
+        (work ticks + chunk_width) beyond (a tick's time is a fixed part and a part in proportion to
+        the work, about equal at that width, so a decision's time stays bounded); `cycle_prior`: the prior probability of a daily cycle (`ZoneModel`; None: the
         hour bins always count); `start_margin`: idle with capacity up, start spot unless the plan
         expects waiting or on-demand to save more than this many restart overheads at the spot
         price (the estimate's small differences do not spend slack); `slack_price`: in the plan,
@@ -63,15 +68,15 @@ class MarkovDPPolicy(PlacementPolicy):
         point estimate would value at nothing."""
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
             raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
-        if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1:
-            raise ValueError("overhead_ticks >= 1, max_ticks and first_ticks >= 8, chunk >= 1")
+        if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1 or chunk_width < 1:
+            raise ValueError("overhead_ticks >= 1, max_ticks and first_ticks >= 8, chunk and chunk_width >= 1")
         self.prior_up_hours, self.prior_down_hours = prior_up_hours, prior_down_hours
         self.prior_weight, self.bin_weight = prior_weight, bin_weight
         self.overhead_ticks, self.max_ticks, self.first_ticks = overhead_ticks, max_ticks, first_ticks
         if stale_hours < resolve_hours or rate_change < 0:
             raise ValueError("stale_hours must be >= resolve_hours and rate_change >= 0")
         self.resolve_hours, self.stale_hours, self.rate_change = resolve_hours, stale_hours, rate_change
-        self.chunk, self.poll_hours = chunk, poll_hours
+        self.chunk, self.chunk_width, self.poll_hours = chunk, chunk_width, poll_hours
         if reserve_overheads < 0:
             raise ValueError("reserve_overheads must be >= 0")
         self.reserve_overheads, self.wait_when_up = reserve_overheads, wait_when_up
@@ -100,6 +105,7 @@ class MarkovDPPolicy(PlacementPolicy):
         self.plan: _Plan | None = None
         self._pending: _Solve | None = None
         self._pending_t = -math.inf
+        self._spare: ChainTable | None = None  # the table of the plan before this one: the next solve's memory
         self._last_reason: tuple | None = None
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
 
@@ -123,9 +129,11 @@ class MarkovDPPolicy(PlacementPolicy):
         fine = o / self.overhead_ticks if o > 0 else left / most
         return max(fine, left / most, state.gap_hours, 1.0 / 60.0)
 
-    def _start_solve(self, state: DecisionState, most: int, model: ZoneModel | None = None) -> _Solve | None:
-        """A solve of `model` (default: the run's zone model) from this decision; None when no plan
-        keeps the reserve (the work left cannot finish with a restart's worth of slack)."""
+    def _start_solve(self, state: DecisionState, most: int, model: ZoneModel | None = None,
+                     recycle: ChainTable | None = None) -> _Solve | None:  # fmt: skip
+        """A solve of `model` (default: the run's zone model) from this decision, into the memory of
+        `recycle` (a table no longer read) where it fits; None when no plan keeps the reserve (the
+        work left cannot finish with a restart's worth of slack)."""
         o = state.restart_overhead_hours
         left = state.deadline_hours - state.elapsed_hours - self.reserve_overheads * o
         work = state.work_total_hours - state.work_done_hours
@@ -136,7 +144,7 @@ class MarkovDPPolicy(PlacementPolicy):
         margin = self.start_margin * state.restart_overhead_hours * sp
         slack_usd_per_hour = self.slack_price * max(0.0, od - sp)
         return _Solve(model or self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp,
-                      self.chunk, margin, slack_usd_per_hour)  # fmt: skip
+                      (self.chunk, self.chunk_width), margin, slack_usd_per_hour, recycle)  # fmt: skip
 
     def _advance(self, state: DecisionState) -> None:
         t = state.elapsed_hours
@@ -150,16 +158,23 @@ class MarkovDPPolicy(PlacementPolicy):
             if t > self._pending_t:
                 self._pending_t = t
                 if self._pending.step():
-                    self.plan, self._pending = self._pending.plan, None
+                    self._retire(self._pending.plan)
             return
         age = t - self.plan.t0
         if age >= self.resolve_hours - 1e-9 and (age >= self.stale_hours - 1e-9 or self._moved()):
-            self._pending = self._start_solve(state, self.max_ticks)
+            self._pending = self._start_solve(state, self.max_ticks, recycle=self._spare)
+            self._spare = None
             self._pending_t = t
             if self._pending is None:  # no plan can finish now: deadline-aware decides
                 self.plan = None
             elif self._pending.step():
-                self.plan, self._pending = self._pending.plan, None
+                self._retire(self._pending.plan)
+
+    def _retire(self, plan: _Plan) -> None:
+        """The pending solve is done: its plan replaces the current one, whose table is kept for the next solve."""
+        if self.plan is not None:
+            self._spare = self.plan.table
+        self.plan, self._pending = plan, None
 
     def _moved(self, plan: _Plan | None = None, model: ZoneModel | None = None) -> bool:
         """Has a rate the plan (default: the run's) was solved with moved by more than
@@ -220,14 +235,9 @@ class MarkovDPPolicy(PlacementPolicy):
 
 def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean rates (per hour) of leaving up and leaving down, per hour of the run's day."""
-    ru = np.empty(HOURS_PER_DAY)
-    rd = np.empty(HOURS_PER_DAY)
-    for h in range(HOURS_PER_DAY):
-        a, b = model.rate_posterior(1, h)
-        ru[h] = a / b
-        a, b = model.rate_posterior(0, h)
-        rd[h] = a / b
-    return ru, rd
+    post = np.array([[model.rate_posterior(s, h) for h in range(HOURS_PER_DAY)] for s in (1, 0)])  # [s, h, (a, b)]
+    rates = post[..., 0] / post[..., 1]
+    return rates[0], rates[1]
 
 
 class _Plan:
@@ -261,9 +271,8 @@ class _Solve:
     """One solve in progress: `step()` runs a chunk of it and says when it is done."""
 
     def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
-                 od: float, sp: float, chunk: int, margin: float = 0.0, slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
-        from launcher.policies.chain_dp import solve_chain
-
+                 od: float, sp: float, chunk: tuple[int, int], margin: float = 0.0, slack_usd_per_hour: float = 0.0,
+                 recycle: ChainTable | None = None) -> None:  # fmt: skip
         D = max(1, math.floor(left / g + 1e-9))
         W = max(1, math.ceil(work / g - 1e-9))
         O = round(overhead / g)
@@ -273,8 +282,10 @@ class _Solve:
         ru, rd = self.rates = _hourly_rates(model)
         puu = np.exp(-g * ru[hours])
         pdd = np.exp(-g * rd[hours])
-        self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk, idle_start_margin=margin,
-                                slack_tick_cost=slack_usd_per_hour * g)  # fmt: skip
+        ticks, width = chunk
+        chunk_ticks = max(1, min(ticks, ticks * 2 * width // (W + width)))
+        self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk_ticks, idle_start_margin=margin,
+                                slack_tick_cost=slack_usd_per_hour * g, recycle=recycle)  # fmt: skip
         self.t0, self.g, self.W, self.slack_usd_per_hour = t0, g, W, slack_usd_per_hour
         self.plan: _Plan | None = None
 

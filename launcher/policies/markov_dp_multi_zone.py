@@ -25,6 +25,7 @@ import math
 
 from launcher.policies.availability_model import ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState
+from launcher.policies.chain_dp import ChainTable
 from launcher.policies.deadline_aware import prices
 from launcher.policies.markov_dp import MarkovDPPolicy, _Plan, _Solve
 from launcher.policies.safety import Budget, enforce
@@ -52,6 +53,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         self.models: dict[int, ZoneModel] = {}
         self.plans: dict[int, _Plan] = {}
         self._solves: dict[int, _Solve] = {}
+        self._spares: list[ChainTable] = []  # tables of replaced plans: memory for the next solves
         self._step_t = -math.inf
         self._fallback = MultiZonePolicy(poll_hours=self.poll_hours)
 
@@ -69,11 +71,18 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         self.model = self.models[state.current_zone]  # what the reasons of `markov-dp` read
 
     def _begin(self, state: DecisionState, z: int) -> None:
-        solve = self._start_solve(state, self.max_ticks, self.models[z])
+        spare = self._spares.pop() if self._spares else None
+        solve = self._start_solve(state, self.max_ticks, self.models[z], spare)
         if solve is None:  # no plan keeps the reserve from here: the rule-based policy decides
-            self.plans.pop(z, None)
+            if spare is not None:
+                self._spares.append(spare)
+            self._drop(self.plans.pop(z, None))
         else:
             self._solves[z] = solve
+
+    def _drop(self, plan: _Plan | None) -> None:
+        if plan is not None:
+            self._spares.append(plan.table)
 
     def _advance(self, state: DecisionState) -> None:
         """Start the solves that are due, then run one chunk of one of them (own zone first)."""
@@ -103,6 +112,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
             solve = self._solves.get(z)
             if solve is not None:
                 if solve.step():
+                    self._drop(self.plans.get(z))
                     self.plans[z] = solve.plan
                     del self._solves[z]
                 return

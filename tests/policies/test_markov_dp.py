@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
@@ -116,6 +117,38 @@ def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed):
         s = tab.state_index(held_of[held], owed, up)
         assert tab.values[t, s, p] == pytest.approx(value, rel=1e-6), (t, held, owed, up, p)
         assert tab.action[t, s, p] == act, (t, held, owed, up, p)
+
+
+def test_a_solve_into_a_retired_table_reuses_its_memory_and_gives_the_same_table():
+    rng = np.random.default_rng(5)
+    puu, pdd = rng.uniform(0.8, 0.99, 90), rng.uniform(0.7, 0.99, 90)
+    old = drain(solve_chain(puu, pdd, 40, 2, 1.0, 0.3, values=True))
+    fresh = drain(solve_chain(puu[:70], pdd[:70], 30, 2, 1.0, 0.3, values=True))
+    reused = drain(solve_chain(puu[:70], pdd[:70], 30, 2, 1.0, 0.3, values=True, recycle=old))
+    assert np.shares_memory(reused.values, old.values) and np.shares_memory(reused.action, old.action)
+    assert np.array_equal(fresh.action, reused.action) and np.array_equal(fresh.values, reused.values)
+    bigger = drain(solve_chain(puu, pdd, 60, 2, 1.0, 0.3, values=True, recycle=fresh))  # too small: new memory
+    assert not np.shares_memory(bigger.values, fresh.values)
+
+
+@pytest.mark.parametrize("work_hours", [4.0, 16.0, 32.0, 48.0])
+def test_a_decision_solves_at_most_a_bounded_amount_of_the_table(work_hours):
+    """A tick of backward induction costs a fixed part and a part in proportion to the work left, so
+    a decision's chunk is `chunk` ticks up to `chunk_width` ticks of work and fewer beyond: ticks x
+    (work ticks + width) stays within chunk x 2 x width."""
+    from launcher.policies.availability_model import ZoneModel
+    from launcher.policies.markov_dp import _Solve
+
+    g = 0.2 / 3
+    solve = _Solve(ZoneModel(1.0, 2.0), 0.0, 1.25 * work_hours, work_hours, g, 0.2, OD, SP, (48, 240))
+    D = math.floor(1.25 * work_hours / g + 1e-9)
+    steps = 1
+    while not solve.step():
+        steps += 1
+    ticks = max(1, min(48, 48 * 2 * 240 // (solve.W + 240)))
+    assert steps == math.ceil(D / ticks)
+    assert ticks * (solve.W + 240) <= 48 * 2 * 240
+    assert (ticks == 48) == (solve.W <= 240)  # short jobs keep the whole chunk
 
 
 @pytest.mark.parametrize("up_h,down_h,factor", [(1.5, 1.0, 1.2), (3.0, 1.0, 1.5), (0.5, 0.3, 1.5)])
