@@ -24,9 +24,9 @@ day of data cannot tell a cycle from a drift.
 
 Solves are spread over decisions (`chunk` ticks of backward induction per decision, fewer where
 the work left is long, since a tick's time grows with it) so that no decision waits for a whole one;
-the first decision solves a coarse table at once. Every decision
-goes through `safety.enforce`, so a wrong estimate costs money, never the deadline. Each reason names
-the estimate it acted on and the expected cost to finish under it.
+the first decision solves a coarse table at once. Every decision goes through `safety.enforce`, so
+a wrong estimate costs money, never the deadline. Each reason names the estimate it acted on and the
+expected cost to finish under it.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ class MarkovDPPolicy(PlacementPolicy):
         solve; `resolve_hours`: how often the model is solved again; `chunk`: ticks of a solve done
         per decision when the work left is at most `chunk_width` ticks, scaled by 2 x chunk_width /
         (work ticks + chunk_width) beyond (a tick's time is a fixed part and a part in proportion to
-        the work, about equal at that width, so a decision's time stays bounded); `cycle_prior`: the prior probability of a daily cycle (`ZoneModel`; None: the
-        hour bins always count); `start_margin`: idle with capacity up, start spot unless the plan
+        the work, about equal at that width, so a decision's time stays bounded); `cycle_prior`:
+        the prior probability of a daily cycle (`ZoneModel`; None: the hour bins always count); `start_margin`: idle with capacity up, start spot unless the plan
         expects waiting or on-demand to save more than this many restart overheads at the spot
         price (the estimate's small differences do not spend slack); `slack_price`: in the plan,
         an hour without a cluster is charged this fraction of the hour's spot discount (on-demand
