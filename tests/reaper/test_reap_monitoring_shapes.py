@@ -13,7 +13,7 @@ import pytest
 from launcher.ledger import Ledger
 from launcher.reaper.policy import ProjectPolicy, ReapPolicy
 from launcher.reaper.runner import run_pass
-from tests.reaper.monitoring_shapes import put_agent_gpu, put_ec2_cpu
+from tests.reaper.monitoring_shapes import put_agent_gpu, put_ec2_cpu, starts
 
 MANAGED = {"managed-by": "gpu-launcher", "project": "vision", "owner": "ana", "experiment": "e1", "cost-center": "cc1"}
 POLICY = ReapPolicy(providers=["aws"], defaults=ProjectPolicy(grace_minutes=60))  # 60-min window, GPU 5%, CPU 10%
@@ -60,7 +60,10 @@ def test_cloudwatch_shapes(cloud, moto_clock):
     put_agent_gpu(cw, gap, now, 0.5, interval_s=300, gap=(45, 20))
 
     one_lost = seed("one-lost", detailed=False)  # one 5-minute point lost: within the tolerance
-    put_ec2_cpu(cw, one_lost, now, 0.5, gap=(31, 27))
+    # Five minutes wide, so exactly one grid point falls in it whatever the minute (four would
+    # miss the grid one time in five).
+    kept = put_ec2_cpu(cw, one_lost, now, 0.5, gap=(32, 27))
+    assert len(starts(now, 300)) - len(kept) == 1
     put_agent_gpu(cw, one_lost, now, 0.5, interval_s=300)
 
     spike = seed("spike", detailed=False)  # idle on average, 85% for a moment 30 minutes ago
