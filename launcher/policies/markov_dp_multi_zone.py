@@ -1,22 +1,30 @@
-"""`markov-dp-multi-zone`: `markov-dp` over several zones, by one step of policy improvement.
+"""`markov-dp-multi-zone`: `markov-dp` in the run's home zone, other zones' spot standing in.
 
 Each zone has its own availability model (`availability_model.ZoneModel`, its prior from the zone's
 interruption band when the controller knows it) and its own table: `markov-dp`'s exact DP for the
 policy "commit to this zone from now on" (wait for its capacity, start spot there, or run
-on-demand). At a decision, every zone's table is read at the run's time, progress and cluster
-(on-demand is the same cluster in every plan; idle is idle), and the policy acts by the zone whose
-commitment is expected to cost least to finish: spot in that zone, on-demand, or wait. That is one
-step of policy improvement over the commit-to-one-zone policies, so under the models it is never
-dearer than staying with its own zone, which is what single-zone `markov-dp` does; a move is also a
-restart, and the tables price it as one. It takes another zone's plan only when that saves more
-than `move_margin` restarts at the spot price over its own zone's plan: estimates that differ by
-noise must not move it, and a zone whose plan only ties stays a zone it is not in.
+on-demand). At a decision every zone's table is read at the run's time, progress and cluster
+(on-demand is the same cluster in every plan; idle is idle).
 
-A live spot cluster is kept (as in `markov-dp`). Tables are solved in chunks spread over decisions,
-one zone's chunk per decision, the zone it is in first, so a decision costs what a `markov-dp`
-decision costs; the first decision solves only its own zone's coarse table, so another zone counts
-once its table is ready. With no table able to keep the reserve, `multi-zone` (the rule-based policy)
-decides; every decision goes through `safety.enforce`.
+The home zone (where the run's first decision was) decides, as `markov-dp` there would: where its
+plan runs spot at home, the run does. Where it would wait or pay for on-demand, spot in a zone whose
+capacity is up stands in, when committing to that zone is expected to cost less to finish by more
+than `move_margin` restarts at the spot price. A stand-in is kept while its capacity lasts (a live
+spot cluster is kept, as in `markov-dp`); when it is preempted the home plan decides again. So the run
+departs from single-zone `markov-dp` only where that would sit idle or buy on-demand while another
+zone has spot: a wrong estimate of another zone costs what one stand-in there loses (a restart, and
+the slack of a spell shorter than expected), while its plan is never followed into waiting for that
+zone's capacity. (The
+policy before, `anchor_home=False`, acted by whichever zone's commitment was cheapest wherever the run
+was: one step of policy improvement, cheaper in expectation under the models, but a move made on an
+estimate that turned out wrong cost up to 1.47x single-zone `markov-dp` on a judging case; see
+docs/policy-experiments.md.)
+
+Tables are solved in chunks spread over decisions, one zone's chunk per decision, the zone it is in
+first, so a decision costs what a `markov-dp` decision costs; the first decision solves only its own
+zone's coarse table, so another zone counts once its table is ready. Until the home zone has a plan,
+the cheapest zone's plan decides; with no table able to keep the reserve, `multi-zone` (the
+rule-based policy) decides; every decision goes through `safety.enforce`.
 """
 
 from __future__ import annotations
@@ -37,13 +45,15 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
     name = "markov-dp-multi-zone"
     multi_zone = True
 
-    def __init__(self, *, move_margin: float = 0.5, **params) -> None:
+    def __init__(self, *, move_margin: float = 0.5, anchor_home: bool = True, **params) -> None:
         """`move_margin`: act by another zone's plan only when it is expected to save more than this
-        many restart overheads at the spot price over the plan of the zone it is in. Other
-        parameters: `markov-dp`'s."""
+        many restart overheads at the spot price over the plan it would act by otherwise.
+        `anchor_home`: the plan of the zone the run started in decides, and another zone's spot only
+        stands in where that plan would wait or pay for on-demand (False: the cheapest zone's plan
+        decides, wherever the run is). Other parameters: `markov-dp`'s."""
         if move_margin < 0:
             raise ValueError("move_margin must be >= 0")
-        self.move_margin = move_margin
+        self.move_margin, self.anchor_home = move_margin, anchor_home
         super().__init__(**params)
 
     def reset(self) -> None:
@@ -55,10 +65,13 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         self._solves: dict[int, _Solve] = {}
         self._spares: list[ChainTable] = []  # tables of replaced plans: memory for the next solves
         self._step_t = -math.inf
+        self._home: int | None = None  # the zone of the run's first decision
         self._fallback = MultiZonePolicy(poll_hours=self.poll_hours)
 
     # ---- models and tables ------------------------------------------------------------------------
     def _observe(self, state: DecisionState) -> None:
+        if self._home is None:
+            self._home = state.current_zone
         for z, up in enumerate(state.spot_available):
             m = self.models.get(z)
             if m is None:
@@ -138,6 +151,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         if not scored:
             why = f"no model plan keeps the reserve; multi-zone: {fallback.reason}"
             return Decision(fallback.choice, fallback.zone, why)
+        if self.anchor_home and self._home in scored:
+            return self._stand_in(state, b, scored)
         best = min(scored, key=lambda zone: (scored[zone][0], zone != z, zone))
         pick = best
         if z in scored and scored[best][0] > scored[z][0] - self.move_margin * state.restart_overhead_hours * prices(state)[1]:
@@ -146,15 +161,35 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         zone = pick if choice is Choice.SPOT else z
         return enforce(state, Decision(choice, zone, self._why(state, pick, choice, cost, scored)), b)
 
-    def _why(self, state: DecisionState, pick: int, choice: Choice, cost: float, scored: dict) -> str:
-        z = state.current_zone
-        key = (pick, choice, self.plans[pick].t0, z, scored.get(z, (None,))[0] if pick != z else None)
+    def _stand_in(self, state: DecisionState, b: Budget, scored: dict) -> Decision:
+        """The home zone's plan decides; where it would wait or pay for on-demand, spot in a zone
+        whose capacity is up stands in when that zone's plan expects to save more than the margin."""
+        h = self._home
+        cost, choice = scored[h]
+        pick = h
+        if choice is not Choice.SPOT:
+            margin = self.move_margin * state.restart_overhead_hours * prices(state)[1]
+            up = [k for k in scored if k != h and state.spot_available[k] and scored[k][1] is Choice.SPOT]
+            k = min(up, key=lambda k: (scored[k][0], k)) if up else None
+            if k is not None and scored[k][0] < cost - margin:
+                pick, (cost, choice) = k, scored[k]
+        zone = pick if choice is Choice.SPOT else state.current_zone
+        return enforce(state, Decision(choice, zone, self._why(state, pick, choice, cost, scored, ref=h)), b)
+
+    def _why(self, state: DecisionState, pick: int, choice: Choice, cost: float, scored: dict,
+             ref: int | None = None) -> str:  # fmt: skip
+        """`ref`: the zone whose plan the choice is weighed against (default: the zone it is in)."""
+        z = state.current_zone if ref is None else ref
+        key = (pick, choice, self.plans[pick].t0, z, ref, scored.get(z, (None,))[0] if pick != z else None)
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
         m = self.models[pick]
         est = f"zone {pick} model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}"
         if pick == z:
             why = f"{est}; the optimal policy for it: {_VERB[choice]} (expected ${cost:.2f} to finish)"
+        elif ref is not None:
+            why = (f"{est}; its spot stands in for zone {z}'s plan (expected ${cost:.2f} to finish, "
+                   f"${scored[z][0] - cost:.2f} less than with zone {z}'s plan)")  # fmt: skip
         elif z in scored:
             why = (f"{est}; committing to it: {_VERB[choice]} (expected ${cost:.2f} to finish, "
                    f"${scored[z][0] - cost:.2f} less than with zone {z}'s plan)")  # fmt: skip
