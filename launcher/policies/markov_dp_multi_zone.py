@@ -8,9 +8,12 @@ on-demand). At a decision every zone's table is read at the run's time, progress
 
 The home zone (where the run's first decision was) decides, as `markov-dp` there would: where its
 plan runs spot at home, the run does. Where it would wait or pay for on-demand, spot in a zone whose
-capacity is up stands in, when committing to that zone is expected to cost less to finish by more
-than `move_margin` restarts at the spot price. A stand-in is kept while its capacity lasts (a live
-spot cluster is kept, as in `markov-dp`); when it is preempted the home plan decides again. So the run
+capacity is up stands in, when that is expected to cost less to finish by more than `move_margin`
+restarts at the spot price. A stand-in is priced as what it is: spot there until that zone's
+capacity goes (its spell's length from its model as it stands now, a restart's worth of the spell
+making no progress), then the home plan from the state that leaves, idle, with the home zone up or
+down by its own model's odds. A stand-in is kept while its capacity lasts (a live spot cluster is
+kept, as in `markov-dp`); when it is preempted the home plan decides again. So the run
 departs from single-zone `markov-dp` only where that would sit idle or buy on-demand while another
 zone has spot: a wrong estimate of another zone costs what one stand-in there loses (a restart, and
 the slack of a spell shorter than expected), while its plan is never followed into waiting for that
@@ -31,11 +34,13 @@ from __future__ import annotations
 
 import math
 
-from launcher.policies.availability_model import ZoneModel
+import numpy as np
+
+from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState
 from launcher.policies.chain_dp import ChainTable
 from launcher.policies.deadline_aware import prices
-from launcher.policies.markov_dp import MarkovDPPolicy, _Plan, _Solve
+from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve
 from launcher.policies.safety import Budget, enforce
 
 _VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}
@@ -45,15 +50,18 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
     name = "markov-dp-multi-zone"
     multi_zone = True
 
-    def __init__(self, *, move_margin: float = 0.5, anchor_home: bool = True, **params) -> None:
+    def __init__(self, *, move_margin: float = 0.5, anchor_home: bool = True, price_stand_in: bool = True, **params) -> None:
         """`move_margin`: act by another zone's plan only when it is expected to save more than this
         many restart overheads at the spot price over the plan it would act by otherwise.
         `anchor_home`: the plan of the zone the run started in decides, and another zone's spot only
         stands in where that plan would wait or pay for on-demand (False: the cheapest zone's plan
-        decides, wherever the run is). Other parameters: `markov-dp`'s."""
+        decides, wherever the run is). `price_stand_in`: a stand-in is priced as what it is (spot
+        there until that zone's capacity goes, then the home plan); False: as a commitment to that
+        zone, read off its own table. Other parameters: `markov-dp`'s."""
         if move_margin < 0:
             raise ValueError("move_margin must be >= 0")
         self.move_margin, self.anchor_home = move_margin, anchor_home
+        self.price_stand_in = price_stand_in
         super().__init__(**params)
 
     def reset(self) -> None:
@@ -169,18 +177,63 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         pick = h
         if choice is not Choice.SPOT:
             margin = self.move_margin * state.restart_overhead_hours * prices(state)[1]
-            up = [k for k in scored if k != h and state.spot_available[k] and scored[k][1] is Choice.SPOT]
-            k = min(up, key=lambda k: (scored[k][0], k)) if up else None
-            if k is not None and scored[k][0] < cost - margin:
-                pick, (cost, choice) = k, scored[k]
+            if self.price_stand_in:
+                up = {k: self._stand_in_cost(state, k) for k, a in enumerate(state.spot_available) if a and k != h}
+                k = min(up, key=lambda k: (up[k], k)) if up else None
+                if k is not None and up[k] < cost - margin:
+                    pick, cost, choice = k, up[k], Choice.SPOT
+            else:
+                up = [k for k in scored if k != h and state.spot_available[k] and scored[k][1] is Choice.SPOT]
+                k = min(up, key=lambda k: (scored[k][0], k)) if up else None
+                if k is not None and scored[k][0] < cost - margin:
+                    pick, (cost, choice) = k, scored[k]
         zone = pick if choice is Choice.SPOT else state.current_zone
         return enforce(state, Decision(choice, zone, self._why(state, pick, choice, cost, scored, ref=h)), b)
+
+    def _stand_in_cost(self, state: DecisionState, k: int) -> float:
+        """Expected cost to finish of spot in zone k now, kept until k's capacity goes (k's model as
+        it stands), then the home plan from the state that leaves (idle, the progress made net of
+        the restart, the home zone up or down by its own model)."""
+        plan = self.plans[self._home]
+        tab, g = plan.table, plan.g
+        if tab.values is None:
+            return math.inf
+        i0 = int(math.floor((state.elapsed_hours - plan.t0) / g + 1e-6))
+        left = max(0.0, state.work_total_hours - state.work_done_hours)
+        p0 = max(0, plan.w_ticks - math.ceil(left / g - 1e-6))
+        J = min(tab.D - 1 - i0, tab.O + tab.W - p0)  # to the table's end, or to the job's
+        if J < 1:
+            return math.inf
+        j = np.arange(1, J + 1)
+        hours = ((state.elapsed_hours + (j - 0.5) * g) % HOURS_PER_DAY).astype(int)
+        ru_k, _ = _hourly_rates(self.models[k])
+        ru_h, rd_h = _hourly_rates(self.models[self._home])
+        stay = np.exp(-g * ru_k[hours])  # k's capacity lasts through tick j
+        run = np.concatenate(([1.0], np.cumprod(stay)[:-1]))  # tick j is run
+        a = np.exp(-g * ru_h[hours]) + np.exp(-g * rd_h[hours]) - 1.0
+        b = 1.0 - np.exp(-g * rd_h[hours])
+        home_up = np.empty(J)
+        x = 1.0 if state.spot_available[self._home] else 0.0
+        for n in range(J):  # the home zone's chance to be up at tick j, from now
+            x = a[n] * x + b[n]
+            home_up[n] = x
+        prog = p0 + np.maximum(0, j - tab.O)
+        fin = prog >= tab.W
+        pc = np.minimum(prog, tab.W - 1)
+        ti = i0 + j
+        v = home_up * tab.values[ti, tab.none[1], pc] + (1 - home_up) * tab.values[ti, tab.none[0], pc]
+        v = np.where(fin, 0.0, v)
+        lost = run * (1.0 - stay)
+        lost[-1] = run[-1]  # at the end of the horizon: finished, or back to the home plan there
+        with np.errstate(invalid="ignore"):
+            cont = np.where(lost > 0, lost * v, 0.0)
+        return float(prices(state)[1] * g * run.sum() + cont.sum())
 
     def _why(self, state: DecisionState, pick: int, choice: Choice, cost: float, scored: dict,
              ref: int | None = None) -> str:  # fmt: skip
         """`ref`: the zone whose plan the choice is weighed against (default: the zone it is in)."""
         z = state.current_zone if ref is None else ref
-        key = (pick, choice, self.plans[pick].t0, z, ref, scored.get(z, (None,))[0] if pick != z else None)
+        key = (pick, choice, self.plans[pick].t0 if pick in self.plans else None, z, ref, scored.get(z, (None,))[0] if pick != z else None)
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
         m = self.models[pick]

@@ -140,3 +140,33 @@ def test_a_move_made_on_a_wrong_estimate_no_longer_costs_the_home_plan_its_slack
     assert single.met_deadline and free.met_deadline and anchored.met_deadline
     assert free.cost > 1.3 * single.cost
     assert anchored.cost <= single.cost
+
+
+def test_a_stand_in_is_priced_as_spot_there_until_preempted_then_the_home_plan():
+    """Home zone down, zone 1 up. If zone 1's model is sure its capacity stays, a stand-in costs spot
+    for the work left plus one restart; if it is sure spells end at once, a stand-in buys nothing
+    but restarts and slack, and costs more than following the home plan."""
+    import math
+
+    from launcher.policies.availability_model import ZoneModel
+
+    pol = get_placement_policy("markov-dp-multi-zone")
+    t, state = 0, None
+    while 0 not in pol.plans or 0 in pol._solves:
+        state = DecisionState(elapsed_hours=t * G, work_done_hours=0.0, work_total_hours=8.0, deadline_hours=12.0,
+                              restart_overhead_hours=0.2, current=Choice.NONE, current_zone=0,
+                              spot_available=(False, True), gap_hours=G, spot_price_usd_per_hour=SP,
+                              on_demand_price_usd_per_hour=OD)  # fmt: skip
+        pol.decide(state)
+        t += 1
+    plan, tab = pol.plans[0], pol.plans[0].table
+    sure = ZoneModel(1.0, 2.0, 0.5, 2.0)
+    sure.seed_up(1e9, 0)
+    pol.models[1] = sure
+    ticks = tab.O + math.ceil(8.0 / plan.g - 1e-6)
+    assert pol._stand_in_cost(state, 1) == pytest.approx(SP * plan.g * ticks, rel=1e-3)
+    brief = ZoneModel(1.0, 2.0, 0.5, 2.0)
+    brief.seed_up(1.0, 1000)  # spells of about 4 seconds
+    pol.models[1] = brief
+    home = plan.at(state, Choice.NONE, 0.0, False)[1]
+    assert math.isfinite(home) and pol._stand_in_cost(state, 1) > home
