@@ -50,7 +50,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
     name = "markov-dp-multi-zone"
     multi_zone = True
 
-    def __init__(self, *, move_margin: float = 0.5, anchor_home: bool = True, price_stand_in: bool = True, **params) -> None:
+    def __init__(self, *, move_margin: float = 0.5, anchor_home: bool = True, price_stand_in: bool = True,
+                 **params) -> None:  # fmt: skip
         """`move_margin`: act by another zone's plan only when it is expected to save more than this
         many restart overheads at the spot price over the plan it would act by otherwise.
         `anchor_home`: the plan of the zone the run started in decides, and another zone's spot only
@@ -171,7 +172,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
 
     def _stand_in(self, state: DecisionState, b: Budget, scored: dict) -> Decision:
         """The home zone's plan decides; where it would wait or pay for on-demand, spot in a zone
-        whose capacity is up stands in when that zone's plan expects to save more than the margin."""
+        whose capacity is up stands in when it is expected to save more than the margin (priced by
+        `_stand_in_cost`, or with `price_stand_in` off, as a commitment to that zone)."""
         h = self._home
         cost, choice = scored[h]
         pick = h
@@ -233,7 +235,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
              ref: int | None = None) -> str:  # fmt: skip
         """`ref`: the zone whose plan the choice is weighed against (default: the zone it is in)."""
         z = state.current_zone if ref is None else ref
-        key = (pick, choice, self.plans[pick].t0 if pick in self.plans else None, z, ref, scored.get(z, (None,))[0] if pick != z else None)
+        t0 = self.plans[pick].t0 if pick in self.plans else None  # a priced stand-in needs no table of its own
+        key = (pick, choice, t0, z, ref, scored.get(z, (None,))[0] if pick != z else None)
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
         m = self.models[pick]

@@ -97,7 +97,8 @@ def test_the_home_plan_decides_and_other_zones_spot_only_stands_in_for_its_waiti
     checked = {"stand-ins": 0, "home spot": 0}
     short = spells([(True, 1 / 3), (False, 5 / 3)], 40.0, "home")  # home spells too short to pay
     long = spells([(False, 1.0), (True, 5.0)], 40.0, "good")
-    cases = [tuple(generate_shifted(regime, zones=3, hours=40.0, seed=seed)) for regime, seed in (("mixed", 3), ("regime-shift", 1))]
+    cases = [tuple(generate_shifted(regime, zones=3, hours=40.0, seed=seed))
+             for regime, seed in (("mixed", 3), ("regime-shift", 1))]
     for trs in (*cases, (short, long)):
         pol = get_placement_policy("markov-dp-multi-zone")
 
