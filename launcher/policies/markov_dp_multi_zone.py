@@ -17,11 +17,10 @@ kept, as in `markov-dp`); when it is preempted the home plan decides again. So t
 departs from single-zone `markov-dp` only where that would sit idle or buy on-demand while another
 zone has spot: a wrong estimate of another zone costs what one stand-in there loses (a restart, and
 the slack of a spell shorter than expected), while its plan is never followed into waiting for that
-zone's capacity. (The
-policy before, `anchor_home=False`, acted by whichever zone's commitment was cheapest wherever the run
-was: one step of policy improvement, cheaper in expectation under the models, but a move made on an
-estimate that turned out wrong cost up to 1.47x single-zone `markov-dp` on a judging case; see
-docs/policy-experiments.md.)
+zone's capacity. (The policy before, `anchor_home=False`, acted by whichever zone's commitment was
+cheapest wherever the run was: one step of policy improvement, cheaper in expectation under the
+models, but a move made on an estimate that turned out wrong cost up to 1.47x single-zone `markov-dp`
+on a judging case; see docs/policy-experiments.md.)
 
 Tables are solved in chunks spread over decisions, one zone's chunk per decision, the zone it is in
 first, so a decision costs what a `markov-dp` decision costs; the first decision solves only its own
@@ -180,7 +179,9 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         if choice is not Choice.SPOT:
             margin = self.move_margin * state.restart_overhead_hours * prices(state)[1]
             if self.price_stand_in:
-                up = {k: self._stand_in_cost(state, k) for k, a in enumerate(state.spot_available) if a and k != h}
+                others = [k for k, a in enumerate(state.spot_available) if a and k != h]
+                path = self._home_path(state) if others else None
+                up = {k: self._stand_in_cost(state, k, path) if path is not None else math.inf for k in others}
                 k = min(up, key=lambda k: (up[k], k)) if up else None
                 if k is not None and up[k] < cost - margin:
                     pick, cost, choice = k, up[k], Choice.SPOT
@@ -192,33 +193,47 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         zone = pick if choice is Choice.SPOT else state.current_zone
         return enforce(state, Decision(choice, zone, self._why(state, pick, choice, cost, scored, ref=h)), b)
 
-    def _stand_in_cost(self, state: DecisionState, k: int) -> float:
-        """Expected cost to finish of spot in zone k now, kept until k's capacity goes (k's model as
-        it stands), then the home plan from the state that leaves (idle, the progress made net of
-        the restart, the home zone up or down by its own model)."""
+    def _home_path(self, state: DecisionState) -> tuple | None:
+        """What every stand-in's price reads of the home plan at this decision: the table's tick and
+        progress now, the ticks ahead (to the table's end or the job's), each tick's hour of the run's
+        day, and the home zone's chance to be up at each (its model, from its state now). None where
+        no stand-in can be priced."""
         plan = self.plans[self._home]
         tab, g = plan.table, plan.g
         if tab.values is None:
-            return math.inf
+            return None
         i0 = int(math.floor((state.elapsed_hours - plan.t0) / g + 1e-6))
         left = max(0.0, state.work_total_hours - state.work_done_hours)
         p0 = max(0, plan.w_ticks - math.ceil(left / g - 1e-6))
-        J = min(tab.D - 1 - i0, tab.O + tab.W - p0)  # to the table's end, or to the job's
+        J = min(tab.D - 1 - i0, tab.O + tab.W - p0)
         if J < 1:
-            return math.inf
+            return None
         j = np.arange(1, J + 1)
         hours = ((state.elapsed_hours + (j - 0.5) * g) % HOURS_PER_DAY).astype(int)
-        ru_k, _ = _hourly_rates(self.models[k])
         ru_h, rd_h = _hourly_rates(self.models[self._home])
-        stay = np.exp(-g * ru_k[hours])  # k's capacity lasts through tick j
-        run = np.concatenate(([1.0], np.cumprod(stay)[:-1]))  # tick j is run
         a = np.exp(-g * ru_h[hours]) + np.exp(-g * rd_h[hours]) - 1.0
         b = 1.0 - np.exp(-g * rd_h[hours])
         home_up = np.empty(J)
         x = 1.0 if state.spot_available[self._home] else 0.0
-        for n in range(J):  # the home zone's chance to be up at tick j, from now
+        for n in range(J):
             x = a[n] * x + b[n]
             home_up[n] = x
+        return i0, p0, j, hours, home_up
+
+    def _stand_in_cost(self, state: DecisionState, k: int, home: tuple | None = None) -> float:
+        """Expected cost to finish of spot in zone k now, kept until k's capacity goes (k's model as
+        it stands), then the home plan from the state that leaves (idle, the progress made net of
+        the restart, the home zone up or down by its own model). `home`: `_home_path(state)`, when
+        the caller prices several zones at one decision."""
+        home = self._home_path(state) if home is None else home
+        if home is None:
+            return math.inf
+        i0, p0, j, hours, home_up = home
+        plan = self.plans[self._home]
+        tab, g = plan.table, plan.g
+        ru_k, _ = _hourly_rates(self.models[k])
+        stay = np.exp(-g * ru_k[hours])  # k's capacity lasts through tick j
+        run = np.concatenate(([1.0], np.cumprod(stay)[:-1]))  # tick j is run
         prog = p0 + np.maximum(0, j - tab.O)
         fin = prog >= tab.W
         pc = np.minimum(prog, tab.W - 1)
