@@ -60,6 +60,9 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         zone, read off its own table. Other parameters: `markov-dp`'s."""
         if move_margin < 0:
             raise ValueError("move_margin must be >= 0")
+        for flag, value in (("anchor_home", anchor_home), ("price_stand_in", price_stand_in)):
+            if not isinstance(value, bool):  # "no" or "0" from a command line must not mean on
+                raise ValueError(f"{flag} must be true or false, got {value!r}")
         self.move_margin, self.anchor_home = move_margin, anchor_home
         self.price_stand_in = price_stand_in
         super().__init__(**params)

@@ -75,6 +75,9 @@ def test_bad_move_margin_is_refused():
         get_placement_policy("markov-dp-multi-zone", move_margin=-1.0)
     with pytest.raises(BadInputError, match="stale_hours"):  # `markov-dp`'s own checks still apply
         get_placement_policy("markov-dp-multi-zone", resolve_hours=4.0, stale_hours=2.0)
+    for flag in ("anchor_home", "price_stand_in"):
+        with pytest.raises(BadInputError, match=f"{flag} must be true or false, got 'no'"):
+            get_placement_policy("markov-dp-multi-zone", **{flag: "no"})
 
 
 def _home_choice(pol, state: DecisionState) -> Choice | None:
