@@ -131,7 +131,7 @@ def test_three_replicas_one_killed_every_run_finishes_once(tmp_path, launcher_ho
         assert ref_hash.startswith("final_weights_sha256=")
 
         victim_owner = victim.owner_id()
-        preempted_total = 0
+        preempted_total = abandoned_total = 0
         for r in run_ids:
             attempts = led.attempts(r)
             # (a) bit-identical weights: the last line of the run's log is the reference hash.
@@ -157,10 +157,22 @@ def test_three_replicas_one_killed_every_run_finishes_once(tmp_path, launcher_ho
             assert spend == pytest.approx(sum(led.attempt_costs_usd(r).values()))
             assert all(c.state == "terminated" for c in led.clusters(run_id=r)) and len(led.clusters(run_id=r)) == len(attempts)
             preempted_total += sum(a.end_reason == "preempted" for a in attempts)
+            # Each run's first two spot attempts carry its two scheduled preemptions. The first
+            # is due within the run phase's first 4 s, before a whole training could finish, so
+            # it fires unless the killed replica abandoned that attempt; the second may also come
+            # after a resumed (shorter) training completed.
+            ends = [a.end_reason for a in attempts]
+            assert ends[0] in ("preempted", "abandoned"), (r, ends)
+            if len(ends) > 1:
+                assert ends[1] in ("preempted", "abandoned", "completed"), (r, ends)
+            if "abandoned" in ends:  # only the killed replica's runs lose an attempt that way
+                assert any(e.data.get("from") == victim_owner for e in led.events(r, kind=LEASE_ADOPTED_EVENT)), (r, ends)
+            abandoned_total += ends.count("abandoned")
             lease = led.lease(r)
             assert lease.done and lease.owner_id is None
 
-        assert preempted_total >= N_RUNS  # the simulated preemptions happened (2 per run scheduled)
+        # The simulated preemptions happened: one per run at least, less those the kill took.
+        assert preempted_total >= N_RUNS - abandoned_total, (preempted_total, abandoned_total)
         # (d) the victim's runs were adopted by the others, within the lease time.
         for r in victim_runs:
             adoptions = [e for e in led.events(r, kind=LEASE_ADOPTED_EVENT) if e.data.get("from") == victim_owner]
