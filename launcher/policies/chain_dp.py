@@ -13,6 +13,9 @@ infinite cost, so the policy never risks a miss.
 from __future__ import annotations
 
 import math
+import mmap
+import threading
+import weakref
 
 import numpy as np
 
@@ -37,16 +40,19 @@ class ChainTable:
         self.od = [(1 + k, B + 1 + k) for k in range(K)]
         self.spot = [2 * B + k for k in range(K)]
         self.n_states = 2 * B + K
-        # Every row is written by the solve, so a retired table's memory serves as well as new memory,
-        # and costs no page faults (on a VM, first touches of new memory can cost more than the solve).
-        old = recycle._flat if recycle is not None else (None, None)
+        # Every row is written by the solve, so memory a retired table leaves serves as well as new
+        # memory, and costs no page faults (on a VM, first touches of new memory can cost more than
+        # the solve): tables take it from, and give it back to, the process's TABLE_MEMORY.
+        if recycle is not None:
+            recycle.release()
         shape = (D, self.n_states, W)
-        self.action, flat_action = _array(shape, np.int8, old[0])
+        self.action, flat_action = _array(shape, np.int8)
         self.values: np.ndarray | None = None
         flat_values = None
         if values:
-            self.values, flat_values = _array(shape, np.float32, old[1])
-        self._flat = (flat_action, flat_values)
+            self.values, flat_values = _array(shape, np.float32)
+        self.release = weakref.finalize(self, TABLE_MEMORY.give, flat_action, flat_values)
+        self.release.atexit = False
         self.v0: np.ndarray | None = None
 
     def state_index(self, held: Choice, owed: int, up: bool) -> int:
@@ -95,7 +101,8 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     changes (a long spell comes), the slack that would have let it hop to spot is gone. The values
     include the charge.
 
-    `recycle`: a table the caller no longer reads, whose arrays the new table may reuse."""
+    `recycle`: a table the caller no longer reads: its memory is released now, for this table or
+    a later one (a table's memory is released anyway when it is garbage)."""
     D = len(p_up_stays)
     tab = ChainTable(W, O, D, values=values, recycle=recycle)
     K = O + 1
@@ -164,12 +171,72 @@ def drain(gen):
             return done.value
 
 
-def _array(shape: tuple[int, ...], dtype, flat: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """An array of `shape` and the 1-d memory under it: `flat` when it is large enough, else new."""
+def _array(shape: tuple[int, ...], dtype) -> tuple[np.ndarray, np.ndarray]:
+    """An array of `shape` and the 1-d memory under it: released memory when some is large enough, else new."""
     size = math.prod(shape)
-    if flat is None or flat.size < size:
-        flat = np.empty(size, dtype=dtype)
+    dtype = np.dtype(dtype)
+    flat = TABLE_MEMORY.take(size, dtype)
+    if flat is None:
+        flat = _small_pages(size, dtype) if size * dtype.itemsize >= TABLE_MEMORY.min_bytes else np.empty(size, dtype)
     return flat[:size].reshape(shape), flat
+
+
+def _small_pages(size: int, dtype: np.dtype) -> np.ndarray:
+    """A new array in memory mapped in small (4 kB) pages. numpy asks the kernel for 2 MB pages for
+    arrays of 4 MB and more; the first write to one is one fault that backs all 2 MB at once, which
+    on this VM took 15-19 ms of system time, so a chunk of a solve that crossed into a new one took
+    20-46 ms. In small pages the same cost is spread evenly over the solve's writes."""
+    if not hasattr(mmap, "MADV_NOHUGEPAGE"):  # no transparent huge pages here (not Linux)
+        return np.empty(size, dtype)
+    m = mmap.mmap(-1, size * dtype.itemsize)
+    m.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(m, dtype=dtype, count=size)
+
+
+class TableMemory:
+    """Memory released by tables no longer read, kept for the next tables of this process: the next
+    solve of a run, the next case of a replay, the next run a server drives: the first touch of new
+    memory costs system time (on this VM the host backs each page then), and reused memory costs none.
+
+    Arrays under `min_bytes` are left to the allocator; at most `cap_bytes` is kept, the largest
+    arrays first (they fit most tables). Thread-safe: the server may drive runs in threads, and a
+    table's memory comes back when the garbage collector finalizes it."""
+
+    def __init__(self, cap_bytes: int = 192 << 20, min_bytes: int = 1 << 20) -> None:
+        self.cap_bytes, self.min_bytes = cap_bytes, min_bytes
+        self._free: list[np.ndarray] = []
+        self._lock = threading.RLock()
+
+    def take(self, size: int, dtype: np.dtype) -> np.ndarray | None:
+        """The smallest kept array of `dtype` with at least `size` items (no longer kept), or None."""
+        if size * dtype.itemsize < self.min_bytes:
+            return None
+        with self._lock:
+            fits = [i for i, a in enumerate(self._free) if a.dtype == dtype and a.size >= size]
+            if not fits:
+                return None
+            return self._free.pop(min(fits, key=lambda i: self._free[i].size))
+
+    def give(self, *arrays: np.ndarray | None) -> None:
+        with self._lock:
+            self._free += [a for a in arrays if a is not None and a.nbytes >= self.min_bytes]
+            kept, total = [], 0
+            for a in sorted(self._free, key=lambda a: -a.nbytes):
+                if total + a.nbytes <= self.cap_bytes:
+                    kept.append(a)
+                    total += a.nbytes
+            self._free = kept
+
+    def kept_bytes(self) -> int:
+        with self._lock:
+            return sum(a.nbytes for a in self._free)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+
+TABLE_MEMORY = TableMemory()
 
 
 _TIE = 1e-9  # relative: within this, costs are equal (float noise)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,16 +120,64 @@ def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed):
         assert tab.action[t, s, p] == act, (t, held, owed, up, p)
 
 
-def test_a_solve_into_a_retired_table_reuses_its_memory_and_gives_the_same_table():
+def test_a_solve_into_a_retired_table_reuses_its_memory_and_gives_the_same_table(monkeypatch):
+    from launcher.policies import chain_dp
+
+    memory = chain_dp.TableMemory(min_bytes=0)
+    monkeypatch.setattr(chain_dp, "TABLE_MEMORY", memory)
     rng = np.random.default_rng(5)
     puu, pdd = rng.uniform(0.8, 0.99, 90), rng.uniform(0.7, 0.99, 90)
     old = drain(solve_chain(puu, pdd, 40, 2, 1.0, 0.3, values=True))
     fresh = drain(solve_chain(puu[:70], pdd[:70], 30, 2, 1.0, 0.3, values=True))
+    assert memory.kept_bytes() == 0
     reused = drain(solve_chain(puu[:70], pdd[:70], 30, 2, 1.0, 0.3, values=True, recycle=old))
     assert np.shares_memory(reused.values, old.values) and np.shares_memory(reused.action, old.action)
     assert np.array_equal(fresh.action, reused.action) and np.array_equal(fresh.values, reused.values)
     bigger = drain(solve_chain(puu, pdd, 60, 2, 1.0, 0.3, values=True, recycle=fresh))  # too small: new memory
     assert not np.shares_memory(bigger.values, fresh.values)
+    assert memory.kept_bytes() == fresh.values.nbytes + fresh.action.nbytes  # kept for a later table
+    # A table's memory also comes back when the table is garbage, and the next table that fits takes it.
+    size = bigger.values.base.nbytes + bigger.action.base.nbytes
+    del bigger
+    assert memory.kept_bytes() == fresh.values.nbytes + fresh.action.nbytes + size
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_new_table_memory_is_mapped_in_small_pages(monkeypatch):
+    """A first write to a 2 MB page backs all of it in one fault (15-19 ms on this VM), so a large
+    table's memory is mapped with MADV_NOHUGEPAGE (the kernel's `nh` flag on the mapping)."""
+    from launcher.policies import chain_dp
+
+    monkeypatch.setattr(chain_dp, "TABLE_MEMORY", chain_dp.TableMemory())
+    tab = chain_dp.ChainTable(400, 2, 700, values=True)  # 700 x 11 x 400: 3 MB of actions, 12 MB of values
+
+    def vm_flags(addr: int) -> list[str]:
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+        for i, line in enumerate(lines):
+            lo, _, hi = line.split(" ", 1)[0].partition("-")
+            if hi and int(lo, 16) <= addr < int(hi, 16):
+                return next(x for x in lines[i + 1 :] if x.startswith("VmFlags:")).split()[1:]
+        raise AssertionError(f"no mapping holds {addr:#x}")
+
+    for arr in (tab.action, tab.values):
+        assert "nh" in vm_flags(arr.ctypes.data)
+    assert "nh" not in vm_flags(np.empty(3 << 20, dtype=np.int8).ctypes.data)  # numpy's own: not asked
+
+
+def test_table_memory_gives_the_smallest_array_that_fits_and_keeps_at_most_its_cap():
+    from launcher.policies.chain_dp import TableMemory
+
+    memory = TableMemory(cap_bytes=3000, min_bytes=100)
+    small, mid, big = (np.zeros(n, dtype=np.float32) for n in (100, 300, 600))  # 400, 1200, 2400 bytes
+    memory.give(np.zeros(10, dtype=np.float32), mid, big)  # 40 bytes: left to the allocator
+    assert memory.kept_bytes() == 2400  # mid + big is over the cap: the largest is kept
+    memory.give(small, mid)
+    assert memory.kept_bytes() == 2400 + 400
+    assert memory.take(50, np.dtype(np.int8)) is None  # no array of that type
+    assert memory.take(10, np.dtype(np.float32)) is None  # under min_bytes: new memory
+    assert memory.take(90, np.dtype(np.float32)) is small
+    assert memory.take(601, np.dtype(np.float32)) is None
+    assert memory.take(500, np.dtype(np.float32)) is big and memory.kept_bytes() == 0
 
 
 @pytest.mark.parametrize("work_hours", [4.0, 16.0, 32.0, 48.0])
