@@ -30,7 +30,10 @@ class ChainTable:
 
     States are laid out so that a tick's backward step is a few whole-block array operations: the
     capacity-down block (none, then on-demand owing k = 0..O), the capacity-up block in the same
-    order, then spot owing k (capacity up)."""
+    order, then spot owing k (capacity up).
+
+    `action` and `values` are valid while the table lives and has not been passed as `recycle`: then
+    their memory goes back to `TABLE_MEMORY` for the next table, so hold the table, not its arrays."""
 
     def __init__(self, W: int, O: int, D: int, *, values: bool = False, recycle: ChainTable | None = None) -> None:
         self.W, self.O, self.D = W, O, D
@@ -230,10 +233,6 @@ class TableMemory:
     def kept_bytes(self) -> int:
         with self._lock:
             return sum(a.nbytes for a in self._free)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._free.clear()
 
 
 TABLE_MEMORY = TableMemory()
