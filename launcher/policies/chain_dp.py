@@ -32,10 +32,11 @@ class ChainTable:
     capacity-down block (none, then on-demand owing k = 0..O), the capacity-up block in the same
     order, then spot owing k (capacity up).
 
-    `action` and `values` are valid while the table lives and has not been passed as `recycle`: then
-    their memory goes back to `TABLE_MEMORY` for the next table, so hold the table, not its arrays."""
+    `action` and `values` are valid while the table lives and until `release()` (called once its
+    owner no longer reads it, or when it is garbage): then their memory goes back to `TABLE_MEMORY`
+    for the next table, so hold the table, not its arrays."""
 
-    def __init__(self, W: int, O: int, D: int, *, values: bool = False, recycle: ChainTable | None = None) -> None:
+    def __init__(self, W: int, O: int, D: int, *, values: bool = False) -> None:
         self.W, self.O, self.D = W, O, D
         K = O + 1
         B = K + 1  # states per capacity block
@@ -46,8 +47,6 @@ class ChainTable:
         # Every row is written by the solve, so memory a retired table leaves serves as well as new
         # memory, and costs no page faults (on a VM, first touches of new memory can cost more than
         # the solve): tables take it from, and give it back to, the process's TABLE_MEMORY.
-        if recycle is not None:
-            recycle.release()
         shape = (D, self.n_states, W)
         self.action, flat_action = _array(shape, np.int8)
         self.values: np.ndarray | None = None
@@ -84,7 +83,7 @@ class ChainTable:
 
 def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int, od_tick: float, sp_tick: float,
                 *, values: bool = False, chunk: int = 1 << 30, idle_start_margin: float = 0.0,
-                slack_tick_cost: float = 0.0, recycle: ChainTable | None = None):  # fmt: skip
+                slack_tick_cost: float = 0.0):  # fmt: skip
     """Backward induction over D = len(p_up_stays) ticks, the chain's probabilities per tick
     (`p_up_stays[t]`: capacity up at t stays up at t + 1); prices per tick. A generator that pauses
     after every `chunk` ticks, so a caller can spread a solve over several decisions; its return
@@ -102,12 +101,9 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     point estimate of a chain that stays short sees no use for slack it could keep by running
     on-demand, so it waits until the deadline forces on-demand for the rest; if the chain then
     changes (a long spell comes), the slack that would have let it hop to spot is gone. The values
-    include the charge.
-
-    `recycle`: a table the caller no longer reads: its memory is released now, for this table or
-    a later one (a table's memory is released anyway when it is garbage)."""
+    include the charge."""
     D = len(p_up_stays)
-    tab = ChainTable(W, O, D, values=values, recycle=recycle)
+    tab = ChainTable(W, O, D, values=values)
     K = O + 1
     B = K + 1
     n = tab.n_states

@@ -37,7 +37,7 @@ import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
-from launcher.policies.chain_dp import ChainTable, solve_chain
+from launcher.policies.chain_dp import solve_chain
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
 
@@ -105,7 +105,6 @@ class MarkovDPPolicy(PlacementPolicy):
         self.plan: _Plan | None = None
         self._pending: _Solve | None = None
         self._pending_t = -math.inf
-        self._spare: ChainTable | None = None  # the table of the plan before this one: the next solve's memory
         self._last_reason: tuple | None = None
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
 
@@ -129,11 +128,9 @@ class MarkovDPPolicy(PlacementPolicy):
         fine = o / self.overhead_ticks if o > 0 else left / most
         return max(fine, left / most, state.gap_hours, 1.0 / 60.0)
 
-    def _start_solve(self, state: DecisionState, most: int, model: ZoneModel | None = None,
-                     recycle: ChainTable | None = None) -> _Solve | None:  # fmt: skip
-        """A solve of `model` (default: the run's zone model) from this decision, into the memory of
-        `recycle` (a table no longer read) where it fits; None when no plan keeps the reserve (the
-        work left cannot finish with a restart's worth of slack)."""
+    def _start_solve(self, state: DecisionState, most: int, model: ZoneModel | None = None) -> _Solve | None:
+        """A solve of `model` (default: the run's zone model) from this decision; None when no plan
+        keeps the reserve (the work left cannot finish with a restart's worth of slack)."""
         o = state.restart_overhead_hours
         left = state.deadline_hours - state.elapsed_hours - self.reserve_overheads * o
         work = state.work_total_hours - state.work_done_hours
@@ -144,7 +141,7 @@ class MarkovDPPolicy(PlacementPolicy):
         margin = self.start_margin * state.restart_overhead_hours * sp
         slack_usd_per_hour = self.slack_price * max(0.0, od - sp)
         return _Solve(model or self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp,
-                      (self.chunk, self.chunk_width), margin, slack_usd_per_hour, recycle)  # fmt: skip
+                      (self.chunk, self.chunk_width), margin, slack_usd_per_hour)  # fmt: skip
 
     def _advance(self, state: DecisionState) -> None:
         t = state.elapsed_hours
@@ -162,8 +159,7 @@ class MarkovDPPolicy(PlacementPolicy):
             return
         age = t - self.plan.t0
         if age >= self.resolve_hours - 1e-9 and (age >= self.stale_hours - 1e-9 or self._moved()):
-            self._pending = self._start_solve(state, self.max_ticks, recycle=self._spare)
-            self._spare = None
+            self._pending = self._start_solve(state, self.max_ticks)
             self._pending_t = t
             if self._pending is None:  # no plan can finish now: deadline-aware decides
                 self.plan = None
@@ -171,9 +167,10 @@ class MarkovDPPolicy(PlacementPolicy):
                 self._retire(self._pending.plan)
 
     def _retire(self, plan: _Plan) -> None:
-        """The pending solve is done: its plan replaces the current one, whose table is kept for the next solve."""
+        """The pending solve is done: its plan replaces the current one, whose table's memory goes to
+        the next solve (`chain_dp.TABLE_MEMORY`)."""
         if self.plan is not None:
-            self._spare = self.plan.table
+            self.plan.table.release()
         self.plan, self._pending = plan, None
 
     def _moved(self, plan: _Plan | None = None, model: ZoneModel | None = None) -> bool:
@@ -271,8 +268,8 @@ class _Solve:
     """One solve in progress: `step()` runs a chunk of it and says when it is done."""
 
     def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
-                 od: float, sp: float, chunk: tuple[int, int], margin: float = 0.0, slack_usd_per_hour: float = 0.0,
-                 recycle: ChainTable | None = None) -> None:  # fmt: skip
+                 od: float, sp: float, chunk: tuple[int, int], margin: float = 0.0,
+                 slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
         D = max(1, math.floor(left / g + 1e-9))
         W = max(1, math.ceil(work / g - 1e-9))
         O = round(overhead / g)
@@ -285,7 +282,7 @@ class _Solve:
         ticks, width = chunk
         chunk_ticks = max(1, min(ticks, ticks * 2 * width // (W + width)))
         self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk_ticks, idle_start_margin=margin,
-                                slack_tick_cost=slack_usd_per_hour * g, recycle=recycle)  # fmt: skip
+                                slack_tick_cost=slack_usd_per_hour * g)  # fmt: skip
         self.t0, self.g, self.W, self.slack_usd_per_hour = t0, g, W, slack_usd_per_hour
         self.plan: _Plan | None = None
 

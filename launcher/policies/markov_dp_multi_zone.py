@@ -37,7 +37,6 @@ import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState
-from launcher.policies.chain_dp import ChainTable
 from launcher.policies.deadline_aware import prices
 from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve
 from launcher.policies.safety import Budget, enforce
@@ -74,7 +73,6 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         self.models: dict[int, ZoneModel] = {}
         self.plans: dict[int, _Plan] = {}
         self._solves: dict[int, _Solve] = {}
-        self._spares: list[ChainTable] = []  # tables of replaced plans: memory for the next solves
         self._step_t = -math.inf
         self._home: int | None = None  # the zone of the run's first decision
         self._fallback = MultiZonePolicy(poll_hours=self.poll_hours)
@@ -95,18 +93,16 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         self.model = self.models[state.current_zone]  # what the reasons of `markov-dp` read
 
     def _begin(self, state: DecisionState, z: int) -> None:
-        spare = self._spares.pop() if self._spares else None
-        solve = self._start_solve(state, self.max_ticks, self.models[z], spare)
+        solve = self._start_solve(state, self.max_ticks, self.models[z])
         if solve is None:  # no plan keeps the reserve from here: the rule-based policy decides
-            if spare is not None:
-                self._spares.append(spare)
             self._drop(self.plans.pop(z, None))
         else:
             self._solves[z] = solve
 
     def _drop(self, plan: _Plan | None) -> None:
+        """A plan no longer read: its table's memory goes to the next solve (`chain_dp.TABLE_MEMORY`)."""
         if plan is not None:
-            self._spares.append(plan.table)
+            plan.table.release()
 
     def _advance(self, state: DecisionState) -> None:
         """Start the solves that are due, then run one chunk of one of them (own zone first)."""

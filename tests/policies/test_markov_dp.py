@@ -130,10 +130,12 @@ def test_a_solve_into_a_retired_table_reuses_its_memory_and_gives_the_same_table
     old = drain(solve_chain(puu, pdd, 40, 2, 1.0, 0.3, values=True))
     fresh = drain(solve_chain(puu[:70], pdd[:70], 30, 2, 1.0, 0.3, values=True))
     assert memory.kept_bytes() == 0
-    reused = drain(solve_chain(puu[:70], pdd[:70], 30, 2, 1.0, 0.3, values=True, recycle=old))
+    old.release()  # its owner no longer reads it
+    reused = drain(solve_chain(puu[:70], pdd[:70], 30, 2, 1.0, 0.3, values=True))
     assert np.shares_memory(reused.values, old.values) and np.shares_memory(reused.action, old.action)
     assert np.array_equal(fresh.action, reused.action) and np.array_equal(fresh.values, reused.values)
-    bigger = drain(solve_chain(puu, pdd, 60, 2, 1.0, 0.3, values=True, recycle=fresh))  # too small: new memory
+    fresh.release()
+    bigger = drain(solve_chain(puu, pdd, 60, 2, 1.0, 0.3, values=True))  # fresh's is too small: new memory
     assert not np.shares_memory(bigger.values, fresh.values)
     assert memory.kept_bytes() == fresh.values.nbytes + fresh.action.nbytes  # kept for a later table
     # A table's memory also comes back when the table is garbage, and the next table that fits takes it.
