@@ -198,9 +198,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         day, and the home zone's chance to be up at each (its model, from its state now). None where
         no stand-in can be priced."""
         plan = self.plans[self._home]
-        tab, g = plan.table, plan.g
-        if tab.values is None:
-            return None
+        tab, g = plan.table, plan.g  # plans are solved with values (`_Solve`)
         i0 = int(math.floor((state.elapsed_hours - plan.t0) / g + 1e-6))
         left = max(0.0, state.work_total_hours - state.work_done_hours)
         p0 = max(0, plan.w_ticks - math.ceil(left / g - 1e-6))
