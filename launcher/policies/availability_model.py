@@ -42,7 +42,7 @@ class ZoneModel:
     """One zone's spells up and down, by hour of the run's day."""
 
     __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "bin_weight", "_state", "_since", "_last",
-                 "_exp", "_ends", "_bexp", "_bends", "_prior_logit", "_llr", "_sday", "_sexp", "_sends", "_spells")  # fmt: skip
+                 "_exp", "_ends", "_bexp", "_bends", "_prior_logit", "_llr", "_sday", "_sexp", "_sends")  # fmt: skip
 
     def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 0.5,
                  bin_weight: float = 1.0, cycle_prior: float | None = None) -> None:  # fmt: skip
@@ -66,7 +66,6 @@ class ZoneModel:
         self._ends = [0, 0]  # spells ended [down->up, up->down]
         self._bexp = [[0.0] * HOURS_PER_DAY, [0.0] * HOURS_PER_DAY]  # per hour bin, time seen [down, up]
         self._bends = [[0] * HOURS_PER_DAY, [0] * HOURS_PER_DAY]  # per hour bin, spells ended [down, up]
-        self._spells: tuple[list[float], list[float]] = ([], [])  # lengths of the spells seen to end [down, up]
 
     # ---- observing ------------------------------------------------------------------------------
     def observe(self, now_hours: float, up: bool) -> None:
@@ -91,7 +90,6 @@ class ZoneModel:
                 self._llr += math.log(rc / rf)
             self._exp[s] += now_hours - self._since
             self._ends[s] += 1
-            self._spells[s].append(now_hours - self._since)
             self._bends[s][h] += 1
             self._state, self._since = up, now_hours
         self._last = now_hours
@@ -159,27 +157,6 @@ class ZoneModel:
         c, w = self.bin_weight, self.cycle_weight
         # The running spell's time is already in the bins (added as observed).
         return c * a / b + w * self._bends[s][hour], c + w * self._bexp[s][hour]
-
-    def age_factors(self, s: int, edges_hours: tuple[float, ...], weight: float) -> list[float]:
-        """How much likelier than the zone's overall rate a spell in state s (1 = up) is to end, by
-        its age class: class c holds the ages [edges_hours[c], edges_hours[c + 1]) (the last class:
-        its edge and older; edges_hours[0] = 0). Each class's rate is a Gamma posterior (ends at
-        that age over time seen at that age, the running spell's too), shrunk to the overall rate
-        by `weight` spells' worth of pseudo-observation; 1 everywhere until spells have been seen."""
-        a0, b0 = self._posterior(s)
-        overall = a0 / b0
-        spells = self._spells[s]
-        running = self._last - self._since if self._state is not None and int(self._state) == s else None
-        out = []
-        for c, lo in enumerate(edges_hours):
-            hi = edges_hours[c + 1] if c + 1 < len(edges_hours) else math.inf
-            ends = sum(1 for d in spells if lo < d <= hi)
-            seen = sum(min(d, hi) - lo for d in spells if d > lo)
-            if running is not None and running > lo:
-                seen += min(running, hi) - lo
-            prior = weight * (hi - lo if math.isfinite(hi) else max(b0 / a0, lo))
-            out.append((overall * prior + ends) / (prior + seen) / overall)
-        return out
 
     def survival(self, s: int, t: float, dt: float) -> float:
         """Posterior predictive chance that a spell in state s at run time `t` (hours) lasts `dt`

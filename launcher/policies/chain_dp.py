@@ -3,12 +3,7 @@ expected cost to finish, never missing the deadline, when spot capacity is a two
 per-tick probabilities are given, under the simulator's rules (`launcher.simulation.engine`).
 
 State at the decision of tick t (after a preemption has been applied): progress p, the cluster held
-(none, on-demand, spot), the restart overhead ticks it still owes k, and capacity up or down now;
-optionally, with capacity down, how long it has been down (its age class: A classes of ages in
-ticks, the last open-ended), so a down spell whose end grows less likely as it ages (many short
-outages and a few long ones) is planned for: wait through its young ticks, pay for on-demand once
-it has grown old. A class one tick wide is exact; a wider one is left with chance 1 / width per tick
-(its mean stay is its width: a phase-type stand-in for the exact age, which would need a state per tick).
+(none, on-demand, spot), the restart overhead ticks it still owes k, and capacity up or down now.
 Actions: wait (drop what is held), on-demand (start or stay), spot (start or stay, capacity up). A
 start owes O ticks (billed, no progress); a spot cluster dies at the first tick without capacity;
 the run ends at W ticks of progress; a state from which the work cannot finish by the deadline has
@@ -34,22 +29,21 @@ class ChainTable:
     progress, for a job of W ticks of work, O ticks of overhead and D ticks to the deadline.
 
     States are laid out so that a tick's backward step is a few whole-block array operations: the
-    capacity-down blocks (none, then on-demand owing k = 0..O), one per down age class, then per
-    up age class the capacity-up block in the same order followed by spot owing k.
+    capacity-down block (none, then on-demand owing k = 0..O), the capacity-up block in the same
+    order, then spot owing k (capacity up).
 
     `action` and `values` are valid while the table lives and until `release()` (called once its
     owner no longer reads it, or when it is garbage): then their memory goes back to `TABLE_MEMORY`
     for the next table, so hold the table, not its arrays."""
 
-    def __init__(self, W: int, O: int, D: int, *, values: bool = False, ages: tuple[int, int] = (1, 1)) -> None:
-        self.W, self.O, self.D, self.ages = W, O, D, ages
+    def __init__(self, W: int, O: int, D: int, *, values: bool = False) -> None:
+        self.W, self.O, self.D = W, O, D
         K = O + 1
-        B = K + 1  # none and on-demand rows per capacity block
-        U = ages[0] * B  # the first row of the capacity-up blocks
-        self.none = (0, U)  # capacity down, up (age class 0)
-        self.od = [(1 + k, U + 1 + k) for k in range(K)]
-        self.spot = [U + B + k for k in range(K)]
-        self.n_states = U + ages[1] * (B + K)
+        B = K + 1  # states per capacity block
+        self.none = (0, B)  # capacity down, up
+        self.od = [(1 + k, B + 1 + k) for k in range(K)]
+        self.spot = [2 * B + k for k in range(K)]
+        self.n_states = 2 * B + K
         # Every row is written by the solve, so memory a retired table leaves serves as well as new
         # memory, and costs no page faults (on a VM, first touches of new memory can cost more than
         # the solve): tables take it from, and give it back to, the process's TABLE_MEMORY.
@@ -63,44 +57,37 @@ class ChainTable:
         self.release.atexit = False
         self.v0: np.ndarray | None = None
 
-    def state_index(self, held: Choice, owed: int, up: bool, age: int = 0) -> int:
-        """`age`: the age class of the spell capacity is in (up or down)."""
+    def state_index(self, held: Choice, owed: int, up: bool) -> int:
         owed = min(max(owed, 0), self.O)
-        B, K = self.O + 2, self.O + 1
-        shift = (B + K) * min(max(age, 0), self.ages[1] - 1) if up else B * min(max(age, 0), self.ages[0] - 1)
         if held is Choice.SPOT and up:
-            return self.spot[owed] + shift
+            return self.spot[owed]
         if held is Choice.ON_DEMAND:
-            return self.od[owed][int(up)] + shift
-        return self.none[int(up)] + shift
+            return self.od[owed][int(up)]
+        return self.none[int(up)]
 
-    def choose(self, t: int, p: int, held: Choice, owed: int, up: bool, age: int = 0) -> Choice:
+    def choose(self, t: int, p: int, held: Choice, owed: int, up: bool) -> Choice:
         if p >= self.W:
             return Choice.NONE
         t = min(max(t, 0), self.D - 1)
-        a = int(self.action[t, self.state_index(held, owed, up, age), max(p, 0)])
+        a = int(self.action[t, self.state_index(held, owed, up), max(p, 0)])
         return (Choice.NONE, Choice.ON_DEMAND, Choice.SPOT)[a]
 
-    def value(self, t: int, p: int, held: Choice, owed: int, up: bool, age: int = 0) -> float:
+    def value(self, t: int, p: int, held: Choice, owed: int, up: bool) -> float:
         """Expected cost to finish (USD) at the decision of tick t (needs `values`)."""
         if p >= self.W:
             return 0.0
         assert self.values is not None
         t = min(max(t, 0), self.D - 1)
-        return float(self.values[t, self.state_index(held, owed, up, age), max(p, 0)])
+        return float(self.values[t, self.state_index(held, owed, up), max(p, 0)])
 
 
 def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int, od_tick: float, sp_tick: float,
                 *, values: bool = False, chunk: int = 1 << 30, idle_start_margin: float = 0.0,
-                slack_tick_cost: float = 0.0, widths: tuple[tuple[int, ...] | None, tuple[int, ...] | None] = (None, None),
-                od_keep_margin: float = 0.0):  # fmt: skip
+                slack_tick_cost: float = 0.0):  # fmt: skip
     """Backward induction over D = len(p_up_stays) ticks, the chain's probabilities per tick
-    (`p_up_stays[t]`: capacity up at t stays up at t + 1; `p_down_stays[t]` likewise down); prices
-    per tick. Either may be of shape (D, A) for a spell whose chance to go on depends on its age:
-    `[t, c]` for a spell in age class c at t, class c `widths[s][c]` ticks wide (s = 0: down, 1: up;
-    default one tick each: class c is c ticks so far; the last class is open-ended). A generator
-    that pauses after every `chunk` ticks, so a caller can spread a solve over several decisions;
-    its return value is the ChainTable.
+    (`p_up_stays[t]`: capacity up at t stays up at t + 1); prices per tick. A generator that pauses
+    after every `chunk` ticks, so a caller can spread a solve over several decisions; its return
+    value is the ChainTable.
 
     `idle_start_margin` (USD, default 0: the exact optimum): idle with capacity up, start spot unless
     another action is expected to save more than this. For a caller whose chain is an estimate: where
@@ -114,104 +101,65 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     point estimate of a chain that stays short sees no use for slack it could keep by running
     on-demand, so it waits until the deadline forces on-demand for the rest; if the chain then
     changes (a long spell comes), the slack that would have let it hop to spot is gone. The values
-    include the charge.
-
-    `od_keep_margin` (USD, default 0): holding on-demand that still owes restart overhead, keep it
-    unless dropping it (to wait or for spot) is expected to save more than this. For the same kind
-    of caller: a re-solved estimate that differs slightly from the one that started the cluster
-    would otherwise drop it before it did any work, and that overhead is lost."""
+    include the charge."""
     D = len(p_up_stays)
-    puu = np.asarray(p_up_stays, dtype=float).reshape(D, -1)
-    pdd = np.asarray(p_down_stays, dtype=float).reshape(D, -1)
-    Ad, Au = pdd.shape[1], puu.shape[1]
-    down_step, up_step = (_age_steps(n, w) for n, w in ((Ad, widths[0]), (Au, widths[1])))
-    tab = ChainTable(W, O, D, values=values, ages=(Ad, Au))
+    tab = ChainTable(W, O, D, values=values)
     K = O + 1
     B = K + 1
-    U = Ad * B  # the first up row; before it, the down blocks by age class
     n = tab.n_states
     v_next = np.full((n, W), _INF)
     v = np.empty_like(v_next)
     work_left = W - np.arange(W)
-    # The on-demand candidate (start, or stay owing k) of every state row, and the spot candidate of
-    # the up rows; each tick writes them in place. Capacity-down rows, then per up class its rows.
-    run_od = np.empty((Ad + Au, B, W))  # [capacity class now, none + on-demand owing k]
-    odc_up = np.empty((Au, B + K, W))
-    spc = np.empty((Au, B + K, W))
-    run_sp = spc[:, B:]
+    # Per state row, the on-demand candidate (start, or stay owing k) and, for the capacity-up rows
+    # and spot rows, the spot candidate; each tick writes them in place.
+    odc = np.empty((n, W))
+    run_od = odc[: 2 * B].reshape(2, B, W)  # [capacity now down / up, none + on-demand owing k]
+    spc = np.empty((B + K, W))
+    run_sp = spc[B:]
     margin = None
     if idle_start_margin:
         margin = np.zeros((B + K, 1))
-        margin[0] = idle_start_margin  # idle with capacity up: the first row of an up block
-    keep = None
-    if od_keep_margin:  # on-demand owing k >= 1: rows 2 .. K of a block
-        keep = np.zeros((B + K, 1))
-        keep[2:B] = od_keep_margin
-    v_down = v[:U].reshape(Ad, B, W)
+        margin[0] = idle_start_margin  # idle with capacity up: the first row of the up block
     for t in range(D - 1, -1, -1):
         if (D - 1 - t) and (D - 1 - t) % chunk == 0:
             yield None
-        # The next decision's value of each cluster held after this tick, for capacity in each
-        # class now: down (a spell that ends is up in class 0 next), then up (down in class 0 next).
-        down_next = v_next[:U].reshape(Ad, B, W)
-        up_next = v_next[U:].reshape(Au, B + K, W)
-        if Ad == Au == 1:
-            nxt = _mix_blocks((1.0 - float(pdd[t, 0]), float(puu[t, 0])), up_next[0, :B], down_next[0])
-            n_spot = _mix(float(puu[t, 0]), up_next[0, B:], v_next[0])[None]
-        else:
-            nxt = np.empty((Ad + Au, B, W))
-            nxt[:Ad] = _mix_each(1.0 - pdd[t], up_next[0, :B], _aged(down_next, down_step))
-            up_aged = _aged(up_next, up_step)
-            nxt[Ad:] = _mix_each(puu[t], up_aged[:, :B], down_next[0])
-            n_spot = _mix_each(puu[t], up_aged[:, B:], v_next[0])  # preempted: none, down
+        p_up = float(p_up_stays[t])
+        # The next decision's value of each cluster held after this tick, capacity down now, up now.
+        nxt = _mix_blocks((1.0 - float(p_down_stays[t]), p_up), v_next[B : 2 * B], v_next[:B])
         # Holding with k owed at this tick: overhead first (k - 1 owed next), then progress.
         np.add(nxt[:, 1:K], od_tick, out=run_od[:, 2:])
         np.add(nxt[:, 1, 1:], od_tick, out=run_od[:, 1, :-1])
         run_od[:, 1, -1] = od_tick  # the last tick of work: done
         run_od[:, 0] = run_od[:, 1 + O]  # idle: start on-demand
-        odc_up[:, :B] = run_od[Ad:]
-        odc_up[:, B:] = run_od[Ad:, 1 + O, None]  # on spot: move to on-demand (capacity up)
-        np.add(n_spot[:, :-1], sp_tick, out=run_sp[:, 1:])
-        np.add(n_spot[:, 0, 1:], sp_tick, out=run_sp[:, 0, :-1])
-        run_sp[:, 0, -1] = sp_tick
-        spc[:, :B] = run_sp[:, O, None]  # idle or on-demand, capacity up: start spot
+        odc[2 * B :] = run_od[1, 1 + O]  # on spot: move to on-demand (capacity up)
+        n_spot = _mix(p_up, v_next[2 * B :], v_next[0])  # preempted to none when capacity goes
+        np.add(n_spot[:-1], sp_tick, out=run_sp[1:])
+        np.add(n_spot[0, 1:], sp_tick, out=run_sp[0, :-1])
+        run_sp[0, -1] = sp_tick
+        spc[:B] = run_sp[O]  # idle or on-demand, capacity up: start spot
         wait = nxt[:, 0]
         if slack_tick_cost:
             wait = wait + slack_tick_cost * O / np.maximum((D - t) - work_left, 1)
         act = tab.action[t]
         # Capacity down: wait or on-demand; a tie waits (it keeps the chance of spot).
-        down_wait = wait[:Ad, None, :]
-        down_od = run_od[:Ad]
-        od_bar = down_od if keep is None else down_od - keep[:B]
-        take = od_bar < down_wait * (1.0 - _TIE) - _TIE
-        v_down[:] = np.where(take, down_od, down_wait)
-        act[:U].reshape(Ad, B, W)[:] = take
+        take = odc[:B] < wait[0] * (1.0 - _TIE) - _TIE
+        v[:B] = np.where(take, odc[:B], wait[0])
+        act[:B] = take
         # Capacity up: also spot; a tie with spot takes spot (progress now, at the same cost), and
         # so does spot within the margin of the least, idle.
-        up_wait = wait[Ad:, None, :]
-        od_bar = odc_up if keep is None else odc_up - keep
-        take = od_bar < up_wait * (1.0 - _TIE) - _TIE
-        best = np.where(take, odc_up, up_wait)
-        bar = (best if keep is None else np.where(take, od_bar, up_wait)) * (1.0 + _TIE) + _TIE
+        take = odc[B:] < wait[1] * (1.0 - _TIE) - _TIE
+        best = np.where(take, odc[B:], wait[1])
+        bar = best * (1.0 + _TIE) + _TIE
         if margin is not None:
             bar = bar + margin
         take_spot = spc <= bar
-        v[U:].reshape(Au, B + K, W)[:] = np.where(take_spot, spc, best)
-        act[U:].reshape(Au, B + K, W)[:] = np.where(take_spot, np.int8(2), take)
+        v[B:] = np.where(take_spot, spc, best)
+        act[B:] = np.where(take_spot, np.int8(2), take)
         if values:
             tab.values[t] = v
         v_next, v = v, v_next
-        v_down = v[:U].reshape(Ad, B, W)
     tab.v0 = v_next
     return tab
-
-
-def _age_steps(classes: int, widths: tuple[int, ...] | None) -> np.ndarray:
-    """The chance per tick that a spell moves on to its next age class (none from the last)."""
-    widths = (1,) * classes if widths is None else tuple(widths)
-    if len(widths) != classes or min(widths) < 1:
-        raise ValueError(f"age class widths: {classes} widths of at least one tick, got {widths!r}")
-    return np.array([1.0 / w for w in widths[:-1]] + [0.0])
 
 
 def drain(gen):
@@ -295,33 +243,6 @@ def _mix(p: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return p * a + (1.0 - p) * b
     keep, other = (b, a) if p <= 0.0 else (a, b)
     return keep if keep.shape == other.shape else np.broadcast_to(keep, np.broadcast_shapes(a.shape, b.shape))
-
-
-def _aged(blocks: np.ndarray, step: np.ndarray) -> np.ndarray:
-    """Per age class c, the next tick's value of the spell going on: class c + 1 with chance
-    `step[c]`, else class c."""
-    A = len(step)
-    if A == 1:
-        return blocks
-    if (step[:-1] == 1.0).all():
-        return blocks[np.minimum(np.arange(A) + 1, A - 1)]
-    out = np.empty_like(blocks)
-    for c in range(A):
-        out[c] = _mix(float(step[c]), blocks[min(c + 1, A - 1)], blocks[c])
-    return out
-
-
-def _mix_each(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`_mix` per class c: p[c] * a[c] + (1 - p[c]) * b[c]; an operand of fewer than three
-    dimensions is shared by every class (and broadcast over rows)."""
-    a3, b3 = (x.reshape((1,) * (3 - x.ndim) + x.shape) for x in (a, b))
-    col = p.reshape(-1, 1, 1)
-    with np.errstate(invalid="ignore"):  # 0 * inf: a branch of chance 0 is no cost (fixed below)
-        out = col * a3 + (1.0 - col) * b3
-    for c in range(len(p)):  # rare: a certain branch beside an infinite one
-        if not 0.0 < p[c] < 1.0:
-            out[c] = _mix(float(p[c]), a3[min(c, len(a3) - 1)], b3[min(c, len(b3) - 1)])
-    return out
 
 
 def _mix_blocks(p: tuple[float, float], a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -50,7 +50,6 @@ class MarkovDPPolicy(PlacementPolicy):
                  chunk_width: int = 240,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
-                 down_ages: int = 1, up_ages: int = 1, age_weight: float = 2.0, od_keep: float = 0.0,
                  poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set; see
@@ -90,12 +89,6 @@ class MarkovDPPolicy(PlacementPolicy):
         if slack_price < 0:
             raise ValueError("slack_price must be >= 0")
         self.slack_price = slack_price
-        if min(down_ages, up_ages) < 1 or age_weight <= 0:
-            raise ValueError("down_ages and up_ages must be >= 1 and age_weight > 0")
-        self.down_ages, self.up_ages, self.age_weight = down_ages, up_ages, age_weight
-        if od_keep < 0:
-            raise ValueError("od_keep must be >= 0")
-        self.od_keep = od_keep
         self._zone_priors: dict[int, float] = {}
         self.reset()
 
@@ -148,8 +141,7 @@ class MarkovDPPolicy(PlacementPolicy):
         margin = self.start_margin * state.restart_overhead_hours * sp
         slack_usd_per_hour = self.slack_price * max(0.0, od - sp)
         return _Solve(model or self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp,
-                      (self.chunk, self.chunk_width), margin, slack_usd_per_hour,
-                      (self.down_ages, self.up_ages, self.age_weight), self.od_keep * state.restart_overhead_hours * od)  # fmt: skip
+                      (self.chunk, self.chunk_width), margin, slack_usd_per_hour)  # fmt: skip
 
     def _advance(self, state: DecisionState) -> None:
         t = state.elapsed_hours
@@ -215,7 +207,7 @@ class MarkovDPPolicy(PlacementPolicy):
         """The plan's decision (idle or on-demand, deadline set, work left), through the safety net."""
         z = state.current_zone
         plan = self.plan
-        choice, cost = plan.lookup(state, self.model.age_hours) if plan is not None else (Choice.NONE, math.inf)
+        choice, cost = plan.lookup(state) if plan is not None else (Choice.NONE, math.inf)
         if not math.isfinite(cost):  # the model sees no way to keep its reserve: the rule-based policy
             return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
         if choice is Choice.NONE and state.spot_available[z] and not self.wait_when_up:
@@ -223,9 +215,7 @@ class MarkovDPPolicy(PlacementPolicy):
         return enforce(state, Decision(choice, z, self._reason(state, self.model, choice, cost, plan)), b)
 
     def _reason(self, state: DecisionState, m: ZoneModel, choice: Choice, cost: float, plan: _Plan) -> str:
-        up = state.spot_available[state.current_zone]
-        age = plan.age_class(up, m.age_hours)
-        key = (choice, plan.t0, up, age)
+        key = (choice, plan.t0)
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
         verb = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
@@ -234,17 +224,10 @@ class MarkovDPPolicy(PlacementPolicy):
             o = state.restart_overhead_hours
             left = state.deadline_hours - state.elapsed_hours - (state.work_total_hours - state.work_done_hours)
             slack = f", an idle hour counted at ${plan.slack_usd_per_hour * o / max(left, plan.g):.3f}"
-        why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}"
-               f"{plan.spell_text(up, age, m)}; "
+        why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}; "
                f"the optimal policy for it: {verb} (expected ${cost:.2f} to finish{slack})")  # fmt: skip
         self._last_reason = (key, why)
         return why
-
-
-def age_edges(classes: int) -> tuple[int, ...]:
-    """The youngest age (ticks) of each of a plan's spell age classes: 0, 1, 2, 4, 8, ... (a
-    spell's end is most telling early, and a class twice as old as the last is as distinct)."""
-    return (0,) + tuple(1 << c for c in range(classes - 1))
 
 
 def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:
@@ -259,47 +242,26 @@ class _Plan:
     from the hourly `rates` (up, down), with the price on slack `slack_usd_per_hour` (an idle hour's
     charge when one restart's worth of slack is left) in its values."""
 
-    __slots__ = ("table", "t0", "g", "w_ticks", "rates", "slack_usd_per_hour", "factors", "edges")
+    __slots__ = ("table", "t0", "g", "w_ticks", "rates", "slack_usd_per_hour")
 
     def __init__(self, table, t0: float, g: float, w_ticks: int, rates: tuple[np.ndarray, np.ndarray],
-                 slack_usd_per_hour: float = 0.0, factors: tuple[tuple[float, ...], ...] = ((1.0,), (1.0,)),
-                 edges: tuple[tuple[int, ...], ...] = ((0,), (0,))) -> None:  # fmt: skip
+                 slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
         self.table, self.t0, self.g, self.w_ticks, self.rates = table, t0, g, w_ticks, rates
         self.slack_usd_per_hour = slack_usd_per_hour
-        self.factors = factors  # [down, up]: a spell's rate of ending by its age class, over the hour's
-        self.edges = edges  # [down, up]: each age class's youngest age, in ticks
 
-    def age_class(self, up: bool, spell_hours: float) -> int:
-        """The age class, in the plan, of a spell up or down seen for `spell_hours`."""
-        ticks = math.floor(spell_hours / self.g + 1e-6)
-        return sum(1 for e in self.edges[int(up)][1:] if e <= ticks)
+    def lookup(self, state: DecisionState) -> tuple[Choice, float]:
+        return self.at(state, state.current, state.overhead_remaining_hours, state.spot_available[state.current_zone])
 
-    def spell_text(self, up: bool, age: int, model: ZoneModel) -> str:
-        """What the plan took of the running spell's age, for a reason ('' without age classes)."""
-        f = self.factors[int(up)]
-        if len(f) < 2:
-            return ""
-        older = " or older" if age == len(f) - 1 else ""
-        return (f"; {'up' if up else 'down'} {model.age_hours:.2f} h so far: spells that old{older} end at "
-                f"{f[age]:.2f}x the zone's rate ({model.mean_hours(int(up)) / f[age]:.1f} h more at that rate)")  # fmt: skip
-
-    def lookup(self, state: DecisionState, spell_hours: float = 0.0) -> tuple[Choice, float]:
-        up = state.spot_available[state.current_zone]
-        return self.at(state, state.current, state.overhead_remaining_hours, up, spell_hours)
-
-    def at(self, state: DecisionState, held: Choice, owed_hours: float, up: bool,
-           spell_hours: float = 0.0) -> tuple[Choice, float]:  # fmt: skip
+    def at(self, state: DecisionState, held: Choice, owed_hours: float, up: bool) -> tuple[Choice, float]:
         """The plan's action and expected cost to finish at this decision's time and progress, for
-        the cluster `held` (owing `owed_hours` of restart) and capacity `up` in the plan's zone, in
-        a spell seen for `spell_hours` (read where the plan has age classes)."""
+        the cluster `held` (owing `owed_hours` of restart) and capacity `up` in the plan's zone."""
         g = self.g
         i = int(math.floor((state.elapsed_hours - self.t0) / g + 1e-6))
         left = max(0.0, state.work_total_hours - state.work_done_hours)
         p = self.w_ticks - math.ceil(left / g - 1e-6)
         owed = math.ceil(owed_hours / g - 1e-6)
-        age = self.age_class(up, spell_hours)
         tab = self.table
-        return tab.choose(i, p, held, owed, up, age), tab.value(i, p, held, owed, up, age)
+        return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
 
 
 class _Solve:
@@ -307,8 +269,7 @@ class _Solve:
 
     def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
                  od: float, sp: float, chunk: tuple[int, int], margin: float = 0.0,
-                 slack_usd_per_hour: float = 0.0, ages: tuple[int, int, float] = (1, 1, 2.0),
-                 od_keep_usd: float = 0.0) -> None:  # fmt: skip
+                 slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
         D = max(1, math.floor(left / g + 1e-9))
         W = max(1, math.ceil(work / g - 1e-9))
         O = round(overhead / g)
@@ -316,20 +277,12 @@ class _Solve:
         tau = t0 + (np.arange(D) + 0.5) * g
         hours = (tau % HOURS_PER_DAY).astype(int)
         ru, rd = self.rates = _hourly_rates(model)
-        *classes, age_weight = ages
-        self.edges = tuple(age_edges(n) for n in classes)  # [down, up]
-        self.factors = tuple(tuple(model.age_factors(s, tuple(e * g for e in self.edges[s]), age_weight))
-                             if classes[s] > 1 else (1.0,) for s in (0, 1))  # fmt: skip
-        # A spell's rate by its age class, in proportion to the hour's.
-        pdd, puu = (np.exp(-g * r[hours][:, None] * np.array(self.factors[s])[None, :]) for s, r in ((0, rd), (1, ru)))
-        widths = tuple(tuple(np.diff(e)) + (1,) for e in self.edges)
+        puu = np.exp(-g * ru[hours])
+        pdd = np.exp(-g * rd[hours])
         ticks, width = chunk
-        # A tick's time also grows with the states: 3 O + 5 of them without age classes.
-        states = classes[0] * (O + 2) + classes[1] * (2 * O + 3)
-        chunk_ticks = max(1, min(ticks, ticks * 2 * width * (3 * O + 5) // ((W + width) * states)))
+        chunk_ticks = max(1, min(ticks, ticks * 2 * width // (W + width)))
         self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk_ticks, idle_start_margin=margin,
-                                slack_tick_cost=slack_usd_per_hour * g, widths=widths,
-                                od_keep_margin=od_keep_usd)  # fmt: skip
+                                slack_tick_cost=slack_usd_per_hour * g)  # fmt: skip
         self.t0, self.g, self.W, self.slack_usd_per_hour = t0, g, W, slack_usd_per_hour
         self.plan: _Plan | None = None
 
@@ -338,8 +291,7 @@ class _Solve:
             next(self._gen)
             return False
         except StopIteration as done:
-            self.plan = _Plan(done.value, self.t0, self.g, self.W, self.rates, self.slack_usd_per_hour,
-                              self.factors, self.edges)  # fmt: skip
+            self.plan = _Plan(done.value, self.t0, self.g, self.W, self.rates, self.slack_usd_per_hour)
             return True
 
     def finish(self) -> _Plan:

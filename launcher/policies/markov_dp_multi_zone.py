@@ -152,7 +152,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         owed = state.overhead_remaining_hours if held is Choice.ON_DEMAND else 0.0
         scored = {}
         for zone, plan in self.plans.items():
-            choice, cost = plan.at(state, held, owed, state.spot_available[zone], self.models[zone].age_hours)
+            choice, cost = plan.at(state, held, owed, state.spot_available[zone])
             if math.isfinite(cost):
                 scored[zone] = (cost, choice)
         if not scored:

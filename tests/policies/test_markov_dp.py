@@ -58,55 +58,41 @@ def test_a_chunked_solve_gives_the_same_table():
     assert np.array_equal(whole.action, part.action) and np.array_equal(whole.values, part.values)
 
 
-def _reference_values(puu, pdd, W, O, od, sp, margin, slack, widths=(None, None), keep=0.0):
-    """The DP's rules written state by state, one scalar at a time: {(t, held, owed, up, age, p):
-    (value, action)}; `puu` and `pdd` of shape (D,) or (D, A), by the age class of the spell up or
-    down (`widths[1]` / `widths[0]`: each class's ticks, left with chance 1 / width per tick)."""
+def _reference_values(puu, pdd, W, O, od, sp, margin, slack):
+    """The DP's rules written state by state, one scalar at a time: {(t, held, owed, up, p): (value, action)}."""
     D, inf, tie = len(puu), float("inf"), 1e-9
-    chains = [np.asarray(pdd).reshape(D, -1), np.asarray(puu).reshape(D, -1)]  # [down, up]
-    ages = [c.shape[1] for c in chains]
-    steps = [[1.0 / w for w in (widths[s] or (1,) * ages[s])[:-1]] + [0.0] for s in (0, 1)]
     V: dict = {}
 
-    def nxt(t, held, owed, up, age, p):  # the value at the next decision, after this tick
+    def nxt(t, held, owed, up, p):  # the value at the next decision, after this tick
         if p >= W:
             return 0.0
-        return inf if t >= D else V[(t, held, owed, up, age, p)][0]
+        return inf if t >= D else V[(t, held, owed, up, p)][0]
 
-    def after(t, held, owed, up, age, p):  # the next tick's value, from capacity `up` in class `age`
-        s = int(up)
-        older = min(age + 1, ages[s] - 1)
-        stays = chains[s][t, age]
-
-        def going_on(h, k):  # the spell goes on: one class older, or not
-            return _mix_scalar(steps[s][age], nxt(t + 1, h, k, up, older, p), nxt(t + 1, h, k, up, age, p))
-
-        if held == "spot":  # preempted to none (down, class 0) when capacity goes
-            return _mix_scalar(stays, going_on("spot", owed), nxt(t + 1, "none", 0, False, 0, p))
-        return _mix_scalar(stays, going_on(held, owed), nxt(t + 1, held, owed, not up, 0, p))
-
-    def run(t, held, owed, up, age, p, price):  # hold a cluster owing `owed` ticks for one tick
+    def run(t, held, owed, p, p_up, price):  # hold a cluster owing `owed` ticks for one tick
         q, owed2 = (p + 1, 0) if owed == 0 else (p, owed - 1)
-        return price if q >= W else price + after(t, held, owed2, up, age, q)
+        if q >= W:
+            return price
+        if held == "spot":  # preempted to none when capacity goes
+            return price + _mix_scalar(p_up, nxt(t + 1, "spot", owed2, True, q), nxt(t + 1, "none", 0, False, q))
+        return price + _mix_scalar(p_up, nxt(t + 1, held, owed2, True, q), nxt(t + 1, held, owed2, False, q))
 
     for t in range(D - 1, -1, -1):
         for up in (False, True):
-            for age in range(ages[int(up)]):
-                for held, owed in [("none", 0)] + [(h, k) for h in ("od", "spot") for k in range(O + 1)]:
-                    if held == "spot" and not up:
-                        continue
-                    for p in range(W):
-                        wait = after(t, "none", 0, up, age, p)
-                        if slack:
-                            wait += slack * O / max((D - t) - (W - p), 1)
-                        on_demand = run(t, "od", owed if held == "od" else O, up, age, p, od)
-                        kept = on_demand - (keep if held == "od" and owed >= 1 else 0.0)  # what others must beat
-                        best, act, bar = (on_demand, 1, kept) if kept < wait * (1 - tie) - tie else (wait, 0, wait)
-                        if up:
-                            spot = run(t, "spot", owed if held == "spot" else O, up, age, p, sp)
-                            if spot <= bar * (1 + tie) + tie + (margin if held == "none" else 0.0):
-                                best, act = spot, 2
-                        V[(t, held, owed, up, age, p)] = (best, act)
+            p_up = puu[t] if up else 1.0 - pdd[t]
+            for held, owed in [("none", 0)] + [(h, k) for h in ("od", "spot") for k in range(O + 1)]:
+                if held == "spot" and not up:
+                    continue
+                for p in range(W):
+                    wait = _mix_scalar(p_up, nxt(t + 1, "none", 0, True, p), nxt(t + 1, "none", 0, False, p))
+                    if slack:
+                        wait += slack * O / max((D - t) - (W - p), 1)
+                    on_demand = run(t, "od", owed if held == "od" else O, p, p_up, od)
+                    best, act = (on_demand, 1) if on_demand < wait * (1 - tie) - tie else (wait, 0)
+                    if up:
+                        spot = run(t, "spot", owed if held == "spot" else O, p, p_up, sp)
+                        if spot <= best * (1 + tie) + tie + (margin if held == "none" else 0.0):
+                            best, act = spot, 2
+                    V[(t, held, owed, up, p)] = (best, act)
     return V
 
 
@@ -114,38 +100,24 @@ def _mix_scalar(p, a, b):
     return a if p >= 1.0 else b if p <= 0.0 else p * a + (1.0 - p) * b
 
 
-@pytest.mark.parametrize("widths", [None, ((1,), (1,)), ((1, 1, 1), None), ((1, 3, 2, 1), (1,)), (None, (1, 1)),
-                                    ((1, 2), (1, 3, 1))])  # fmt: skip
 @pytest.mark.parametrize("seed", range(6))
-def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed, widths):
+def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed):
     """The table the solver builds a tick at a time, as whole blocks of states, is what the rules give
-    when written out one state at a time: random chains (some ticks certain), margins, slack prices
-    and keep margins; a spell's chance to go on given per tick (None), or per tick and age class
-    (down, up)."""
+    when written out one state at a time: random chains (some ticks certain), margins and slack prices."""
     rng = np.random.default_rng(seed)
-    W, O = int(rng.integers(1, 6)), int(rng.integers(0, 3))
-    D = W + O + int(rng.integers(0, 10))
-    widths = widths or (None, None)
-    ages = [len(w) if w else 1 for w in widths]
-    pdd, puu = (rng.uniform(0.3, 1.0, (D, a)) for a in ages)
-    for x in (puu, pdd):
-        x[rng.random(x.shape) < 0.15] = 1.0
-    puu[rng.random(puu.shape) < 0.05], pdd[rng.random(pdd.shape) < 0.15] = 0.0, 0.0
-    if widths[0] is None:
-        pdd = pdd[:, 0]
-    if widths[1] is None:
-        puu = puu[:, 0]
+    W, O = int(rng.integers(1, 7)), int(rng.integers(0, 3))
+    D = W + O + int(rng.integers(0, 12))
+    puu, pdd = rng.uniform(0.3, 1.0, D), rng.uniform(0.3, 1.0, D)
+    puu[rng.random(D) < 0.2], pdd[rng.random(D) < 0.2] = 1.0, 0.0
     margin, slack = [(0.0, 0.0), (0.05, 0.0), (0.0, 0.1), (0.3, 0.02)][seed % 4]
-    keep = [0.0, 0.0, 0.4][seed % 3]
     tab = drain(solve_chain(puu, pdd, W, O, 1.0, 0.3, values=True, chunk=5, idle_start_margin=margin,
-                            slack_tick_cost=slack, widths=widths, od_keep_margin=keep))  # fmt: skip
-    ref = _reference_values(puu, pdd, W, O, 1.0, 0.3, margin, slack, widths, keep)
+                            slack_tick_cost=slack))  # fmt: skip
+    ref = _reference_values(puu, pdd, W, O, 1.0, 0.3, margin, slack)
     held_of = {"none": Choice.NONE, "od": Choice.ON_DEMAND, "spot": Choice.SPOT}
-    assert tab.ages == tuple(ages)
-    for (t, held, owed, up, age, p), (value, act) in ref.items():
-        s = tab.state_index(held_of[held], owed, up, age)
-        assert tab.values[t, s, p] == pytest.approx(value, rel=1e-6), (t, held, owed, up, age, p)
-        assert tab.action[t, s, p] == act, (t, held, owed, up, age, p)
+    for (t, held, owed, up, p), (value, act) in ref.items():
+        s = tab.state_index(held_of[held], owed, up)
+        assert tab.values[t, s, p] == pytest.approx(value, rel=1e-6), (t, held, owed, up, p)
+        assert tab.action[t, s, p] == act, (t, held, owed, up, p)
 
 
 def test_a_solve_into_a_retired_table_reuses_its_memory_and_gives_the_same_table(monkeypatch):
