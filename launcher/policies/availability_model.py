@@ -42,22 +42,12 @@ class ZoneModel:
     """One zone's spells up and down, by hour of the run's day."""
 
     __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "bin_weight", "_state", "_since", "_last",
-                 "_exp", "_ends", "_bexp", "_bends", "_prior_logit", "_llr", "_sday", "_sexp", "_sends", "_lam",
-                 "_dexp", "_dends")  # fmt: skip
+                 "_exp", "_ends", "_bexp", "_bends", "_prior_logit", "_llr", "_sday", "_sexp", "_sends")  # fmt: skip
 
     def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 0.5,
-                 bin_weight: float = 1.0, cycle_prior: float | None = None,
-                 half_life_hours: float | None = None) -> None:  # fmt: skip
+                 bin_weight: float = 1.0, cycle_prior: float | None = None) -> None:  # fmt: skip
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight) <= 0:
             raise ValueError("model priors and weights must be > 0")
-        if half_life_hours is not None and half_life_hours <= 0:
-            raise ValueError("half_life_hours must be > 0")
-        # Forgetting: evidence counts with weight 2^(-age / half_life), so rates follow a regime that
-        # changes within a run; the prior does not fade, so an estimate with little recent evidence
-        # leans on it again.
-        self._lam = 0.0 if half_life_hours is None else math.log(2.0) / half_life_hours
-        self._dexp = [0.0, 0.0]  # with forgetting: completed time seen [down, up], faded
-        self._dends = [0.0, 0.0]  # with forgetting: spells ended, faded
         if cycle_prior is not None and not 0.0 < cycle_prior < 1.0:
             raise ValueError("cycle_prior must be in (0, 1)")
         self._prior_logit = None if cycle_prior is None else math.log(cycle_prior / (1.0 - cycle_prior))
@@ -87,8 +77,6 @@ class ZoneModel:
             return
         s = int(self._state)
         if dt > 0:
-            if self._lam:
-                self._fade(math.exp(-self._lam * dt))
             self._add_time(s, self._last, now_hours)
         if up != self._state:
             if now_hours == self._since:
@@ -100,26 +88,11 @@ class ZoneModel:
             if self._prior_logit is not None:
                 rc, rf = self._scored_rates(s, mid)
                 self._llr += math.log(rc / rf)
-            if self._lam:
-                self._dexp[s] += self._running_faded(now_hours - self._since)
-                self._dends[s] += 1.0
             self._exp[s] += now_hours - self._since
             self._ends[s] += 1
             self._bends[s][h] += 1
             self._state, self._since = up, now_hours
         self._last = now_hours
-
-    def _fade(self, f: float) -> None:
-        """Age all evidence but the running spell's by a factor f (its time is faded on read)."""
-        for k in (0, 1):
-            self._dexp[k] *= f
-            self._dends[k] *= f
-            self._bexp[k] = [x * f for x in self._bexp[k]]
-            self._bends[k] = [x * f for x in self._bends[k]]
-
-    def _running_faded(self, hours: float) -> float:
-        """The running spell's `hours`, each weighed by its age: (1 - e^(-lam hours)) / lam."""
-        return -math.expm1(-self._lam * hours) / self._lam if self._lam else hours
 
     def _add_time(self, s: int, t0: float, t1: float) -> None:
         row = self._bexp[s]
@@ -157,8 +130,6 @@ class ZoneModel:
         preemption (no hour of day: it goes to the overall rate only)."""
         self._exp[1] += max(0.0, hours)
         self._ends[1] += max(0, ended)
-        self._dexp[1] += max(0.0, hours)
-        self._dends[1] += max(0, ended)
 
     # ---- reading --------------------------------------------------------------------------------
     @property
@@ -172,10 +143,8 @@ class ZoneModel:
     def _posterior(self, s: int) -> tuple[float, float]:
         """(alpha, beta) of the overall rate of leaving state s (s = 1: up->down)."""
         prior = self.prior_up_hours if s else self.prior_down_hours
-        running = self._last - self._since if self._state is not None and int(self._state) == s else 0.0
-        if self._lam:
-            return self.prior_weight + self._dends[s], self.prior_weight * prior + self._dexp[s] + self._running_faded(running)
-        return self.prior_weight + self._ends[s], self.prior_weight * prior + self._exp[s] + running
+        seen = self._exp[s] + (self._last - self._since if self._state is not None and int(self._state) == s else 0.0)
+        return self.prior_weight + self._ends[s], self.prior_weight * prior + seen
 
     def mean_hours(self, s: int) -> float:
         """Mean spell in state s (1 = up): time seen in it over spells seen ending, with the prior."""

@@ -50,7 +50,7 @@ class MarkovDPPolicy(PlacementPolicy):
                  chunk_width: int = 240,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
-                 half_life_hours: float | None = None, poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
+                 poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set; see
         docs/policy-experiments.md).
@@ -89,9 +89,6 @@ class MarkovDPPolicy(PlacementPolicy):
         if slack_price < 0:
             raise ValueError("slack_price must be >= 0")
         self.slack_price = slack_price
-        if half_life_hours is not None and half_life_hours <= 0:
-            raise ValueError("half_life_hours must be > 0")
-        self.half_life_hours = half_life_hours
         self._zone_priors: dict[int, float] = {}
         self.reset()
 
@@ -119,8 +116,7 @@ class MarkovDPPolicy(PlacementPolicy):
         z = state.current_zone
         if self.model is None:
             up = self._zone_priors.get(z, self.prior_up_hours)
-            self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight, self.cycle_prior,
-                                   self.half_life_hours)  # fmt: skip
+            self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight, self.cycle_prior)
             if z in self._seeds:  # earlier runs' evidence for the zone it plans on, not the others'
                 self.model.seed_up(*self._seeds[z])
         self.model.observe(state.elapsed_hours, state.spot_available[z])

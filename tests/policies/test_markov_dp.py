@@ -381,28 +381,3 @@ def test_markov_dp_keeps_slack_for_a_long_spell_on_real_traces(shared_data, rel,
     assert unpriced.met_deadline and priced.met_deadline
     assert unpriced.cost > unpriced_at_least * opt and unpriced.spot_hours < 2.0  # the failure the price is for
     assert priced.cost < priced_below * opt and priced.spot_hours > 10.0
-
-
-def test_a_model_that_forgets_follows_a_change_of_regime_and_without_forgetting_is_unchanged():
-    """A day of long spells, then six hours of short ones: with a half-life of a few hours the
-    estimate of the up spell is near the short spells'; without one it still leans on the long day.
-    The faded exposure of the running spell is its hours weighed by age, and a model given no
-    half-life reads exactly as before (the default)."""
-    from launcher.policies.availability_model import ZoneModel
-
-    def regime(t):
-        return (t % 4.0) < 3.9 if t < 24 else (t % 0.5) < 0.25
-
-    plain, faded = ZoneModel(1.0, 2.0, 0.5, 2.0), ZoneModel(1.0, 2.0, 0.5, 2.0, half_life_hours=3.0)
-    for m in (plain, faded):
-        _days(m, 30.0 / 24.0, regime)
-    assert plain.mean_hours(1) > 1.0  # 6 long spells of 3.9 h and 12 short ones of 0.25 h
-    assert faded.mean_hours(1) < 0.5
-    assert faded.mean_hours(0) == pytest.approx(0.25, rel=0.4)
-    same = ZoneModel(1.0, 2.0, 0.5, 2.0, half_life_hours=None)
-    _days(same, 30.0 / 24.0, regime)
-    assert [same.rate_posterior(s, h) for s in (0, 1) for h in range(24)] == [
-        plain.rate_posterior(s, h) for s in (0, 1) for h in range(24)
-    ]
-    with pytest.raises(ValueError, match="half_life_hours"):
-        ZoneModel(1.0, 2.0, half_life_hours=0.0)
