@@ -56,6 +56,10 @@ class ChainTable:
         self.release = weakref.finalize(self, TABLE_MEMORY.give, flat_action, flat_values)
         self.release.atexit = False
         self.v0: np.ndarray | None = None
+        # What the solve was given, for `action_values`.
+        self.p_up_stays: np.ndarray | None = None
+        self.p_down_stays: np.ndarray | None = None
+        self.od_tick = self.sp_tick = self.slack_tick_cost = 0.0
 
     def state_index(self, held: Choice, owed: int, up: bool) -> int:
         owed = min(max(owed, 0), self.O)
@@ -71,6 +75,40 @@ class ChainTable:
         t = min(max(t, 0), self.D - 1)
         a = int(self.action[t, self.state_index(held, owed, up), max(p, 0)])
         return (Choice.NONE, Choice.ON_DEMAND, Choice.SPOT)[a]
+
+    def action_values(self, t: int, p: int, held: Choice, owed: int, up: bool) -> dict[Choice, float]:
+        """Expected cost to finish (USD) of each action open at the decision of tick t: one step of the
+        backward induction from tick t + 1's values (needs `values`), before the idle start margin, so
+        a reason can say what the chosen action saves over the next best. Holding spot with capacity
+        up is not asked (a live spot cluster is kept)."""
+        if p >= self.W:
+            return {}
+        assert self.values is not None and self.p_up_stays is not None
+        t, p, O = min(max(t, 0), self.D - 1), max(p, 0), self.O
+
+        def at(row: int, q: int) -> float:  # value at the next decision
+            if q >= self.W:
+                return 0.0
+            return float(self.values[t + 1, row, q]) if t + 1 < self.D else _INF
+
+        def mix(prob: float, a: tuple[int, int], b: tuple[int, int]) -> float:  # branch of chance 0: no cost
+            return (prob * at(*a) if prob > 0 else 0.0) + ((1.0 - prob) * at(*b) if prob < 1 else 0.0)
+
+        stay = float(self.p_up_stays[t])
+        to_up = stay if up else 1.0 - float(self.p_down_stays[t])  # capacity up at the next decision
+        out = {}
+        idle = 0.0
+        if self.slack_tick_cost:
+            idle = self.slack_tick_cost * O / max((self.D - t) - (self.W - p), 1)
+        out[Choice.NONE] = idle + mix(to_up, (self.none[1], p), (self.none[0], p))
+        k = min(max(owed, 0), O) if held is Choice.ON_DEMAND else O
+        row, q = (self.od[k - 1], p) if k > 0 else (self.od[0], p + 1)
+        out[Choice.ON_DEMAND] = self.od_tick + mix(to_up, (row[1], q), (row[0], q))
+        if up:
+            k = min(max(owed, 0), O) if held is Choice.SPOT else O
+            row, q = (self.spot[k - 1], p) if k > 0 else (self.spot[0], p + 1)
+            out[Choice.SPOT] = self.sp_tick + mix(stay, (row, q), (self.none[0], q))  # preempted: idle, down
+        return out
 
     def value(self, t: int, p: int, held: Choice, owed: int, up: bool) -> float:
         """Expected cost to finish (USD) at the decision of tick t (needs `values`)."""
@@ -104,6 +142,8 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     include the charge."""
     D = len(p_up_stays)
     tab = ChainTable(W, O, D, values=values)
+    tab.p_up_stays, tab.p_down_stays = p_up_stays, p_down_stays
+    tab.od_tick, tab.sp_tick, tab.slack_tick_cost = od_tick, sp_tick, slack_tick_cost
     K = O + 1
     B = K + 1
     n = tab.n_states

@@ -25,8 +25,8 @@ day of data cannot tell a cycle from a drift.
 Solves are spread over decisions (`chunk` ticks of backward induction per decision, fewer where
 the work left is long, since a tick's time grows with it) so that no decision waits for a whole one;
 the first decision solves a coarse table at once. Every decision goes through `safety.enforce`, so
-a wrong estimate costs money, never the deadline. Each reason names the estimate it acted on and the
-expected cost to finish under it.
+a wrong estimate costs money, never the deadline. Each reason names the estimate it acted on, what
+the chosen action is expected to save over the next best, and the expected cost to finish under it.
 """
 
 from __future__ import annotations
@@ -224,8 +224,10 @@ class MarkovDPPolicy(PlacementPolicy):
             o = state.restart_overhead_hours
             left = state.deadline_hours - state.elapsed_hours - (state.work_total_hours - state.work_done_hours)
             slack = f", an idle hour counted at ${plan.slack_usd_per_hour * o / max(left, plan.g):.3f}"
+        up = state.spot_available[state.current_zone]
+        saves = saving_text(plan.options(state, state.current, state.overhead_remaining_hours, up), choice)
         why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}; "
-               f"the optimal policy for it: {verb} (expected ${cost:.2f} to finish{slack})")  # fmt: skip
+               f"the optimal policy for it: {verb}{saves} (expected ${cost:.2f} to finish{slack})")  # fmt: skip
         self._last_reason = (key, why)
         return why
 
@@ -255,13 +257,36 @@ class _Plan:
     def at(self, state: DecisionState, held: Choice, owed_hours: float, up: bool) -> tuple[Choice, float]:
         """The plan's action and expected cost to finish at this decision's time and progress, for
         the cluster `held` (owing `owed_hours` of restart) and capacity `up` in the plan's zone."""
+        i, p, owed = self._where(state, owed_hours)
+        tab = self.table
+        return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
+
+    def options(self, state: DecisionState, held: Choice, owed_hours: float, up: bool) -> dict[Choice, float]:
+        """Each open action's expected cost to finish there (`ChainTable.action_values`)."""
+        i, p, owed = self._where(state, owed_hours)
+        return self.table.action_values(i, p, held, owed, up)
+
+    def _where(self, state: DecisionState, owed_hours: float) -> tuple[int, int, int]:
+        """The table's tick, progress and restart ticks owed at this decision."""
         g = self.g
         i = int(math.floor((state.elapsed_hours - self.t0) / g + 1e-6))
         left = max(0.0, state.work_total_hours - state.work_done_hours)
-        p = self.w_ticks - math.ceil(left / g - 1e-6)
-        owed = math.ceil(owed_hours / g - 1e-6)
-        tab = self.table
-        return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
+        return i, self.w_ticks - math.ceil(left / g - 1e-6), math.ceil(owed_hours / g - 1e-6)
+
+
+_NAME = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "waiting"}
+
+
+def saving_text(options: dict[Choice, float], choice: Choice) -> str:
+    """', saving $X over <the next best action>' for a reason (or what the start margin cost)."""
+    others = {c: v for c, v in options.items() if c is not choice and math.isfinite(v)}
+    if not others or choice not in options:
+        return ""
+    alt = min(others, key=lambda c: (others[c], c.value))
+    d = others[alt] - options[choice]
+    if d < -1e-9:  # spot within the idle start margin of a cheaper action
+        return f", ${-d:.2f} dearer than {_NAME[alt]} (within the start margin)"
+    return f", saving ${d:.2f} over {_NAME[alt]}"
 
 
 class _Solve:

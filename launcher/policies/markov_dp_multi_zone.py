@@ -38,7 +38,7 @@ import numpy as np
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState
 from launcher.policies.deadline_aware import prices
-from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve
+from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve, saving_text
 from launcher.policies.safety import Budget, enforce
 
 _VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}
@@ -254,7 +254,11 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         m = self.models[pick]
         est = f"zone {pick} model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}"
         if pick == z:
-            why = f"{est}; the optimal policy for it: {_VERB[choice]} (expected ${cost:.2f} to finish)"
+            held = Choice.ON_DEMAND if state.current is Choice.ON_DEMAND else Choice.NONE
+            owed = state.overhead_remaining_hours if held is Choice.ON_DEMAND else 0.0
+            plan = self.plans.get(pick)
+            saves = saving_text(plan.options(state, held, owed, state.spot_available[pick]), choice) if plan else ""
+            why = f"{est}; the optimal policy for it: {_VERB[choice]}{saves} (expected ${cost:.2f} to finish)"
         elif ref is not None:
             why = (f"{est}; its spot stands in for zone {z}'s plan (expected ${cost:.2f} to finish, "
                    f"${scored[z][0] - cost:.2f} less than with zone {z}'s plan)")  # fmt: skip

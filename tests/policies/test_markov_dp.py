@@ -120,6 +120,34 @@ def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed):
         assert tab.action[t, s, p] == act, (t, held, owed, up, p)
 
 
+@pytest.mark.parametrize("seed", range(6, 12))
+def test_each_actions_value_is_one_backward_step_and_the_chosen_one_is_the_tables(seed):
+    """`action_values` (what a reason says an action saves over the next best) recomputes one step of
+    the backward induction per action: the chosen action's is the table's value in every state, and
+    no other action is cheaper by more than the idle start margin."""
+    rng = np.random.default_rng(seed)
+    W, O = int(rng.integers(1, 7)), int(rng.integers(0, 3))
+    D = W + O + int(rng.integers(0, 12))
+    puu, pdd = rng.uniform(0.3, 1.0, D), rng.uniform(0.3, 1.0, D)
+    puu[rng.random(D) < 0.2], pdd[rng.random(D) < 0.2] = 1.0, 0.0
+    margin, slack = [(0.0, 0.0), (0.05, 0.0), (0.0, 0.1), (0.3, 0.02)][seed % 4]
+    tab = drain(solve_chain(puu, pdd, W, O, 1.0, 0.3, values=True, idle_start_margin=margin, slack_tick_cost=slack))
+    held_of = {"none": Choice.NONE, "od": Choice.ON_DEMAND, "spot": Choice.SPOT}
+    checked = 0
+    for (t, held, owed, up, p), (value, act) in _reference_values(puu, pdd, W, O, 1.0, 0.3, margin, slack).items():
+        q = tab.action_values(t, p, held_of[held], owed, up)
+        chosen = (Choice.NONE, Choice.ON_DEMAND, Choice.SPOT)[act]
+        assert set(q) == ({Choice.NONE, Choice.ON_DEMAND, Choice.SPOT} if up else {Choice.NONE, Choice.ON_DEMAND})
+        if math.isinf(value):
+            assert math.isinf(min(q.values()))
+            continue
+        assert q[chosen] == pytest.approx(value, rel=1e-5, abs=1e-6), (t, held, owed, up, p)
+        slack_for_margin = margin if (held == "none" and up and chosen is Choice.SPOT) else 0.0
+        assert min(q.values()) >= value - slack_for_margin - 1e-5 * (1 + abs(value)), (t, held, owed, up, p)
+        checked += 1
+    assert checked > 0
+
+
 def test_a_solve_into_a_retired_table_reuses_its_memory_and_gives_the_same_table(monkeypatch):
     from launcher.policies import chain_dp
 
@@ -240,6 +268,12 @@ def test_markov_dp_meets_deadlines_and_names_its_estimate():
                           gap_hours=G, spot_price_usd_per_hour=SP, on_demand_price_usd_per_hour=OD)  # fmt: skip
     d = pol.decide(state)
     assert "expected up 1.0 h, down 2.0 h" in d.reason and "to finish" in d.reason
+    # It says what the choice saves over the next best action, as the plan's table prices them.
+    options = pol.plan.options(state, Choice.NONE, 0.0, False)
+    other = min(v for c, v in options.items() if c is not d.choice)
+    name = {Choice.NONE: "waiting", Choice.ON_DEMAND: "on-demand"}[min(options, key=lambda c: (c is d.choice, options[c]))]
+    assert f"saving ${other - options[d.choice]:.2f} over {name}" in d.reason
+    assert other >= options[d.choice]
 
 
 def test_markov_dp_rejects_bad_parameters():
