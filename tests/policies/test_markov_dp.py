@@ -100,16 +100,22 @@ def _mix_scalar(p, a, b):
     return a if p >= 1.0 else b if p <= 0.0 else p * a + (1.0 - p) * b
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed):
-    """The table the solver builds a tick at a time, as whole blocks of states, is what the rules give
-    when written out one state at a time: random chains (some ticks certain), margins and slack prices."""
+def _random_chain(seed: int) -> tuple:
+    """A small random chain (some ticks certain), job, idle start margin and slack price."""
     rng = np.random.default_rng(seed)
     W, O = int(rng.integers(1, 7)), int(rng.integers(0, 3))
     D = W + O + int(rng.integers(0, 12))
     puu, pdd = rng.uniform(0.3, 1.0, D), rng.uniform(0.3, 1.0, D)
     puu[rng.random(D) < 0.2], pdd[rng.random(D) < 0.2] = 1.0, 0.0
     margin, slack = [(0.0, 0.0), (0.05, 0.0), (0.0, 0.1), (0.3, 0.02)][seed % 4]
+    return puu, pdd, W, O, margin, slack
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed):
+    """The table the solver builds a tick at a time, as whole blocks of states, is what the rules give
+    when written out one state at a time: random chains (some ticks certain), margins and slack prices."""
+    puu, pdd, W, O, margin, slack = _random_chain(seed)
     tab = drain(solve_chain(puu, pdd, W, O, 1.0, 0.3, values=True, chunk=5, idle_start_margin=margin,
                             slack_tick_cost=slack))  # fmt: skip
     ref = _reference_values(puu, pdd, W, O, 1.0, 0.3, margin, slack)
@@ -125,12 +131,7 @@ def test_each_actions_value_is_one_backward_step_and_the_chosen_one_is_the_table
     """`action_values` (what a reason says an action saves over the next best) recomputes one step of
     the backward induction per action: the chosen action's is the table's value in every state, and
     no other action is cheaper by more than the idle start margin."""
-    rng = np.random.default_rng(seed)
-    W, O = int(rng.integers(1, 7)), int(rng.integers(0, 3))
-    D = W + O + int(rng.integers(0, 12))
-    puu, pdd = rng.uniform(0.3, 1.0, D), rng.uniform(0.3, 1.0, D)
-    puu[rng.random(D) < 0.2], pdd[rng.random(D) < 0.2] = 1.0, 0.0
-    margin, slack = [(0.0, 0.0), (0.05, 0.0), (0.0, 0.1), (0.3, 0.02)][seed % 4]
+    puu, pdd, W, O, margin, slack = _random_chain(seed)
     tab = drain(solve_chain(puu, pdd, W, O, 1.0, 0.3, values=True, idle_start_margin=margin, slack_tick_cost=slack))
     held_of = {"none": Choice.NONE, "od": Choice.ON_DEMAND, "spot": Choice.SPOT}
     checked = 0
