@@ -278,15 +278,17 @@ _NAME = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "waiti
 
 
 def saving_text(options: dict[Choice, float], choice: Choice) -> str:
-    """', saving $X over <the next best action>' for a reason (or what the start margin cost)."""
+    """', saving $X over <the next best action>' for a reason (or what the start margin cost). The
+    table's values are float32, so differences under half a cent read as a tie."""
     others = {c: v for c, v in options.items() if c is not choice and math.isfinite(v)}
     if not others or choice not in options:
         return ""
     alt = min(others, key=lambda c: (others[c], c.value))
     d = others[alt] - options[choice]
-    if d < -1e-9:  # spot within the idle start margin of a cheaper action
-        return f", ${-d:.2f} dearer than {_NAME[alt]} (within the start margin)"
-    return f", saving ${d:.2f} over {_NAME[alt]}"
+    if d > -0.005:
+        return f", saving ${max(d, 0.0):.2f} over {_NAME[alt]}"
+    margin = " (within the start margin)" if choice is Choice.SPOT else ""  # spot taken within the margin
+    return f", ${-d:.2f} dearer than {_NAME[alt]}{margin}"
 
 
 class _Solve:

@@ -416,3 +416,15 @@ def test_markov_dp_keeps_slack_for_a_long_spell_on_real_traces(shared_data, rel,
     assert unpriced.met_deadline and priced.met_deadline
     assert unpriced.cost > unpriced_at_least * opt and unpriced.spot_hours < 2.0  # the failure the price is for
     assert priced.cost < priced_below * opt and priced.spot_hours > 10.0
+
+
+def test_a_reasons_saving_reads_a_float_tie_as_a_tie_and_names_the_start_margin():
+    from launcher.policies.markov_dp import saving_text
+
+    options = {Choice.NONE: 10.0, Choice.ON_DEMAND: 10.0 - 4e-4, Choice.SPOT: 12.0}
+    assert saving_text(options, Choice.NONE) == ", saving $0.00 over on-demand"  # float32 noise, not a loss
+    assert saving_text(options, Choice.ON_DEMAND) == ", saving $0.00 over waiting"
+    margin = {Choice.NONE: 10.0, Choice.ON_DEMAND: 11.0, Choice.SPOT: 10.04}
+    assert saving_text(margin, Choice.SPOT) == ", $0.04 dearer than waiting (within the start margin)"
+    assert saving_text({Choice.NONE: 9.0, Choice.ON_DEMAND: 11.5}, Choice.NONE) == ", saving $2.50 over on-demand"
+    assert saving_text({Choice.NONE: 9.0, Choice.ON_DEMAND: math.inf}, Choice.NONE) == ""  # no way but one
