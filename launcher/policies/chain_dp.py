@@ -79,8 +79,8 @@ class ChainTable:
     def action_values(self, t: int, p: int, held: Choice, owed: int, up: bool) -> dict[Choice, float]:
         """Expected cost to finish (USD) of each action open at the decision of tick t: one step of the
         backward induction from tick t + 1's values (needs `values`), before the idle start margin, so
-        a reason can say what the chosen action saves over the next best. Holding spot with capacity
-        up is not asked (a live spot cluster is kept)."""
+        a reason can say what the chosen action saves over the next best. A held spot cluster is priced
+        too (keep, drop, or move to on-demand), though the policies keep a live one without asking."""
         if p >= self.W:
             return {}
         assert self.values is not None and self.p_up_stays is not None
