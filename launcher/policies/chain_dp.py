@@ -238,36 +238,55 @@ class TableMemory:
     memory costs system time (on this VM the host backs each page then), and reused memory costs none.
 
     Arrays under `min_bytes` are left to the allocator; at most `cap_bytes` is kept, the largest
-    arrays first (they fit most tables). Thread-safe: the server may drive runs in threads, and a
-    table's memory comes back when the garbage collector finalizes it."""
+    arrays first (they fit most tables). Thread-safe: the server may drive runs in threads. A table's
+    memory also comes back when the garbage collector finalizes it, which can happen at any
+    allocation, inside `take` or `give` too: so `give` only queues the arrays while another call
+    holds the lock, and the next call that takes the lock merges the queue (a kept list changed under
+    a `take` would hand out the wrong, too small, array).
+    """
 
     def __init__(self, cap_bytes: int = 192 << 20, min_bytes: int = 1 << 20) -> None:
         self.cap_bytes, self.min_bytes = cap_bytes, min_bytes
-        self._free: list[np.ndarray] = []
-        self._lock = threading.RLock()
+        self._free: list[np.ndarray] = []  # kept, largest first; changed only under the lock
+        self._given: list[np.ndarray] = []  # given while the lock was held; merged under it
+        self._lock = threading.Lock()  # not re-entrant: a finalizer inside a call must not get in
 
     def take(self, size: int, dtype: np.dtype) -> np.ndarray | None:
         """The smallest kept array of `dtype` with at least `size` items (no longer kept), or None."""
         if size * dtype.itemsize < self.min_bytes:
             return None
         with self._lock:
-            fits = [i for i, a in enumerate(self._free) if a.dtype == dtype and a.size >= size]
-            if not fits:
-                return None
-            return self._free.pop(min(fits, key=lambda i: self._free[i].size))
+            self._merge()
+            best = None
+            for i, a in enumerate(self._free):
+                if a.dtype == dtype and a.size >= size and (best is None or a.size < self._free[best].size):
+                    best = i
+            return None if best is None else self._free.pop(best)
 
     def give(self, *arrays: np.ndarray | None) -> None:
-        with self._lock:
-            self._free += [a for a in arrays if a is not None and a.nbytes >= self.min_bytes]
-            kept, total = [], 0
-            for a in sorted(self._free, key=lambda a: -a.nbytes):
-                if total + a.nbytes <= self.cap_bytes:
-                    kept.append(a)
-                    total += a.nbytes
-            self._free = kept
+        items = [a for a in arrays if a is not None and a.nbytes >= self.min_bytes]
+        self._given.extend(items)  # one step under the GIL, from a list: no Python code runs in it
+        if self._lock.acquire(blocking=False):  # else the call holding it, or the next one, merges them
+            try:
+                self._merge()
+            finally:
+                self._lock.release()
+
+    def _merge(self) -> None:
+        """Queued arrays into the kept list, then the cap (the lock is held)."""
+        while self._given:
+            self._free.append(self._given.pop())
+        self._free.sort(key=lambda a: -a.nbytes)
+        kept, total = [], 0
+        for a in self._free:
+            if total + a.nbytes <= self.cap_bytes:
+                kept.append(a)
+                total += a.nbytes
+        self._free[:] = kept
 
     def kept_bytes(self) -> int:
         with self._lock:
+            self._merge()
             return sum(a.nbytes for a in self._free)
 
 

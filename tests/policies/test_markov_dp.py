@@ -211,6 +211,35 @@ def test_table_memory_gives_the_smallest_array_that_fits_and_keeps_at_most_its_c
     assert memory.take(500, np.dtype(np.float32)) is big and memory.kept_bytes() == 0
 
 
+def test_memory_given_back_in_the_middle_of_a_take_does_not_change_what_it_hands_out():
+    """The garbage collector can finalize a table (which gives its memory back) at any allocation,
+    inside `take` too; the array `take` picked must still be the one it hands out."""
+    from launcher.policies.chain_dp import TableMemory
+
+    memory = TableMemory(cap_bytes=1 << 20, min_bytes=100)
+
+    class Finalizing(np.ndarray):
+        """A kept array whose size check runs a finalizer once, as the collector might there."""
+
+        finalizer = None
+
+        @property
+        def size(self):
+            run, type(self).finalizer = type(self).finalizer, None
+            if run is not None:
+                run()
+            return np.ndarray.size.__get__(self)
+
+    fits = np.zeros(500, dtype=np.float32).view(Finalizing)
+    small, other_type = np.zeros(300, dtype=np.float32), np.zeros(100_000, dtype=np.int8)
+    memory.give(fits)
+    Finalizing.finalizer = lambda: memory.give(small, other_type)  # neither fits the take below
+    got = memory.take(400, np.dtype(np.float32))
+    assert got is fits  # the only array that fitted, not one the finalizer gave
+    assert memory.kept_bytes() == small.nbytes + other_type.nbytes  # what the finalizer gave is kept
+    assert memory.take(250, np.dtype(np.float32)) is small
+
+
 @pytest.mark.parametrize("work_hours", [4.0, 16.0, 32.0, 48.0])
 def test_a_decision_solves_at_most_a_bounded_amount_of_the_table(work_hours):
     """A tick of backward induction costs a fixed part and a part in proportion to the work left, so
