@@ -148,8 +148,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
     def _choose(self, state: DecisionState, b: Budget, fallback: Decision) -> Decision:
         """The cheapest zone's plan, unless it saves too little over the plan of the zone it is in."""
         z = state.current_zone
-        held = Choice.ON_DEMAND if state.current is Choice.ON_DEMAND else Choice.NONE
-        owed = state.overhead_remaining_hours if held is Choice.ON_DEMAND else 0.0
+        held, owed = _held(state)
         scored = {}
         for zone, plan in self.plans.items():
             choice, cost = plan.at(state, held, owed, state.spot_available[zone])
@@ -254,8 +253,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         m = self.models[pick]
         est = f"zone {pick} model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}"
         if pick == z:
-            held = Choice.ON_DEMAND if state.current is Choice.ON_DEMAND else Choice.NONE
-            owed = state.overhead_remaining_hours if held is Choice.ON_DEMAND else 0.0
+            held, owed = _held(state)
             plan = self.plans.get(pick)
             saves = saving_text(plan.options(state, held, owed, state.spot_available[pick]), choice) if plan else ""
             why = f"{est}; the optimal policy for it: {_VERB[choice]}{saves} (expected ${cost:.2f} to finish)"
@@ -269,3 +267,11 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
             why = f"{est}; committing to it: {_VERB[choice]} (expected ${cost:.2f} to finish; zone {z} has no plan yet)"
         self._last_reason = (key, why)
         return why
+
+
+def _held(state: DecisionState) -> tuple[Choice, float]:
+    """What the plans are read for: the cluster held and the restart hours it still owes. A live spot
+    cluster is kept before any plan is read, so only on-demand or none is held here."""
+    if state.current is Choice.ON_DEMAND:
+        return Choice.ON_DEMAND, state.overhead_remaining_hours
+    return Choice.NONE, 0.0
