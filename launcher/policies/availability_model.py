@@ -146,6 +146,14 @@ class ZoneModel:
         seen = self._exp[s] + (self._last - self._since if self._state is not None and int(self._state) == s else 0.0)
         return self.prior_weight + self._ends[s], self.prior_weight * prior + seen
 
+    def rate_quantile_factor(self, s: int, q: float) -> float:
+        """The overall rate of leaving state s at its posterior q-quantile, over the posterior mean:
+        with chance q the rate is below the mean times this."""
+        from scipy.special import gammaincinv  # the Gamma quantile; imported here, only plans need it
+
+        a, _ = self._posterior(s)
+        return float(gammaincinv(a, q)) / a
+
     def mean_hours(self, s: int) -> float:
         """Mean spell in state s (1 = up): time seen in it over spells seen ending, with the prior."""
         a, b = self._posterior(s)

@@ -202,6 +202,24 @@ def solve_chain(p_up_stays: np.ndarray, p_down_stays: np.ndarray, W: int, O: int
     return tab
 
 
+def pick_action(options: dict[Choice, float], held: Choice, up: bool, idle_start_margin: float = 0.0,
+                tie: float = 1e-6) -> Choice:  # fmt: skip
+    """The choice `solve_chain` makes among actions whose expected costs are `options` (as
+    `ChainTable.action_values` gives them), by the same rule: capacity down, on-demand only if cheaper
+    than waiting (a tie waits); capacity up, spot if no dearer than the better of those, or, idle,
+    within `idle_start_margin` of it. For a caller whose values are not one table's (an average over
+    several chains). `tie`: relative, within it costs are equal; the tables' values are float32
+    (about 7 digits), so two actions the solve found equal can differ in their last digit here."""
+    wait, od = options[Choice.NONE], options[Choice.ON_DEMAND]
+    choice, best = (Choice.ON_DEMAND, od) if od < wait * (1.0 - tie) - tie else (Choice.NONE, wait)
+    spot = options.get(Choice.SPOT)
+    if up and spot is not None:
+        bar = best * (1.0 + tie) + tie + (idle_start_margin if held is Choice.NONE else 0.0)
+        if spot <= bar:
+            choice = Choice.SPOT
+    return choice
+
+
 def drain(gen):
     while True:
         try:

@@ -10,6 +10,12 @@ daily cycle the run has seen is in the plan), and solves the exact DP on a tick 
 (`max_ticks` at most to the deadline). Between solves it reads its table: the state is the tick, the
 work done, the cluster held, the overhead still owed and whether capacity is up now.
 
+The estimate is not taken as the truth: the plan is solved for `scenarios` chains spread over the
+rates' posterior (the middle quantiles of equal slices of it, from long spells up and short ones
+down to the opposite), and each action is scored by its expected cost averaged over them. Two short
+spells seen are not two hundred: the hopeful chains give waiting for spot, and the slack it needs, a
+value that the posterior mean alone does not see, and as spells are seen the chains close on the mean.
+
 Idle with capacity up, it starts spot unless the plan expects waiting to save more than a quarter
 of a restart (`start_margin`): with the deadline far off, starting now and later cost about the same
 under any stationary estimate, and the estimate's small differences would otherwise spend slack that
@@ -37,7 +43,7 @@ import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
-from launcher.policies.chain_dp import solve_chain
+from launcher.policies.chain_dp import pick_action, solve_chain
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
 
@@ -50,7 +56,7 @@ class MarkovDPPolicy(PlacementPolicy):
                  chunk_width: int = 240,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
-                 poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
+                 scenarios: int = 3, poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set; see
         docs/policy-experiments.md).
@@ -65,7 +71,9 @@ class MarkovDPPolicy(PlacementPolicy):
         price (the estimate's small differences do not spend slack); `slack_price`: in the plan,
         an hour without a cluster is charged this fraction of the hour's spot discount (on-demand
         minus spot price) times the restart overhead over the slack left: a price on slack that a
-        point estimate would value at nothing."""
+        point estimate would value at nothing. `scenarios`: the plan is solved for this many chains
+        spread over the rates' posterior (1: the posterior mean only; see `_scenario_factors`) and
+        each action is scored by its expected cost averaged over them."""
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
             raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
         if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1 or chunk_width < 1:
@@ -89,6 +97,9 @@ class MarkovDPPolicy(PlacementPolicy):
         if slack_price < 0:
             raise ValueError("slack_price must be >= 0")
         self.slack_price = slack_price
+        if not isinstance(scenarios, int) or isinstance(scenarios, bool) or not 1 <= scenarios <= 9:
+            raise ValueError("scenarios must be a whole number from 1 to 9")
+        self.scenarios = scenarios
         self._zone_priors: dict[int, float] = {}
         self.reset()
 
@@ -141,7 +152,7 @@ class MarkovDPPolicy(PlacementPolicy):
         margin = self.start_margin * state.restart_overhead_hours * sp
         slack_usd_per_hour = self.slack_price * max(0.0, od - sp)
         return _Solve(model or self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp,
-                      (self.chunk, self.chunk_width), margin, slack_usd_per_hour)  # fmt: skip
+                      (self.chunk, self.chunk_width), margin, slack_usd_per_hour, self.scenarios)  # fmt: skip
 
     def _advance(self, state: DecisionState) -> None:
         t = state.elapsed_hours
@@ -170,7 +181,7 @@ class MarkovDPPolicy(PlacementPolicy):
         """The pending solve is done: its plan replaces the current one, whose table's memory goes to
         the next solve (`chain_dp.TABLE_MEMORY`)."""
         if self.plan is not None:
-            self.plan.table.release()
+            self.plan.release()
         self.plan, self._pending = plan, None
 
     def _moved(self, plan: _Plan | None = None, model: ZoneModel | None = None) -> bool:
@@ -226,7 +237,7 @@ class MarkovDPPolicy(PlacementPolicy):
             slack = f", an idle hour counted at ${plan.slack_usd_per_hour * o / max(left, plan.g):.3f}"
         up = state.spot_available[state.current_zone]
         saves = saving_text(plan.options(state, state.current, state.overhead_remaining_hours, up), choice)
-        why = (f"zone model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}; "
+        why = (f"zone model: {estimate_text(m, self.scenarios)}; "
                f"the optimal policy for it: {verb}{saves} (expected ${cost:.2f} to finish{slack})")  # fmt: skip
         self._last_reason = (key, why)
         return why
@@ -239,17 +250,60 @@ def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:
     return rates[0], rates[1]
 
 
+def _scenario_factors(model: ZoneModel, n: int) -> list[tuple[float, float]]:
+    """The chains a plan is solved for, as factors on the hourly mean rates (up->down, down->up).
+
+    One: the posterior mean. Several: the posterior cut into n slices of equal probability, each
+    represented by its middle quantile ((i + 1/2) / n) of the zone's overall rate of leaving up, with
+    the rate of leaving down at the opposite quantile, so they run from the most hopeful chain (long
+    spells up, short ones down) to the least. A point estimate is as sure of two short spells as of
+    two hundred; with few spells seen the hopeful chains differ most from the mean, and what an action
+    keeps open for them (waiting for spot rather than committing to on-demand) is in its score. As
+    spells are seen, the slices close on the mean and so does the plan."""
+    if n == 1:
+        return [(1.0, 1.0)]
+    qs = [(i + 0.5) / n for i in range(n)]
+    return [(model.rate_quantile_factor(1, q), model.rate_quantile_factor(0, 1.0 - q)) for q in qs]
+
+
+def estimate_text(model: ZoneModel, scenarios: int) -> str:
+    """What a reason says of the estimate: 'expected up 0.3 h, down 0.9 h', with the range the plan's
+    chains span when it weighs several ('(its 3 chains: up 0.2-1.9 h, down 0.4-2.1 h)'), and the daily
+    cycle where one is seen."""
+    up, down = model.mean_hours(1), model.mean_hours(0)
+    text = f"expected up {up:.1f} h, down {down:.1f} h"
+    if scenarios > 1:
+        f = _scenario_factors(model, scenarios)
+        ups, downs = [up / fu for fu, _ in f], [down / fd for _, fd in f]
+        text += (f" (its {scenarios} chains: up {min(ups):.1f}-{max(ups):.1f} h, "
+                 f"down {min(downs):.1f}-{max(downs):.1f} h)")  # fmt: skip
+    return text + model.cycle_text()
+
+
 class _Plan:
-    """A solved table and where it stands in the run: solved at `t0` with `w_ticks` of work left,
-    from the hourly `rates` (up, down), with the price on slack `slack_usd_per_hour` (an idle hour's
-    charge when one restart's worth of slack is left) in its values."""
+    """Solved tables and where they stand in the run: solved at `t0` with `w_ticks` of work left,
+    from the hourly `rates` (up, down; the posterior means), one table per chain of
+    `_scenario_factors` (all of the same shape), with the price on slack `slack_usd_per_hour` (an idle
+    hour's charge when one restart's worth of slack is left) in their values. With one table it reads
+    the table's own choice; with several, every action's expected cost averaged over them, chosen by
+    the table's rule (`chain_dp.pick_action`, `margin`: the idle start margin in USD)."""
 
-    __slots__ = ("table", "t0", "g", "w_ticks", "rates", "slack_usd_per_hour")
+    __slots__ = ("tables", "t0", "g", "w_ticks", "rates", "slack_usd_per_hour", "margin")
 
-    def __init__(self, table, t0: float, g: float, w_ticks: int, rates: tuple[np.ndarray, np.ndarray],
-                 slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
-        self.table, self.t0, self.g, self.w_ticks, self.rates = table, t0, g, w_ticks, rates
-        self.slack_usd_per_hour = slack_usd_per_hour
+    def __init__(self, tables: list, t0: float, g: float, w_ticks: int, rates: tuple[np.ndarray, np.ndarray],
+                 slack_usd_per_hour: float = 0.0, margin: float = 0.0) -> None:  # fmt: skip
+        self.tables, self.t0, self.g, self.w_ticks, self.rates = tables, t0, g, w_ticks, rates
+        self.slack_usd_per_hour, self.margin = slack_usd_per_hour, margin
+
+    @property
+    def table(self):
+        """The first table: the shape (D, O, W, state rows) all of them share."""
+        return self.tables[0]
+
+    def release(self) -> None:
+        """No longer read: the tables' memory goes to the next solve (`chain_dp.TABLE_MEMORY`)."""
+        for tab in self.tables:
+            tab.release()
 
     def lookup(self, state: DecisionState) -> tuple[Choice, float]:
         return self.at(state, state.current, state.overhead_remaining_hours, state.spot_available[state.current_zone])
@@ -258,16 +312,32 @@ class _Plan:
         """The plan's action and expected cost to finish at this decision's time and progress, for
         the cluster `held` (owing `owed_hours` of restart) and capacity `up` in the plan's zone."""
         i, p, owed = self._where(state, owed_hours)
-        tab = self.table
-        return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
+        if len(self.tables) == 1:
+            tab = self.tables[0]
+            return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
+        if p >= self.w_ticks:
+            return Choice.NONE, 0.0
+        options = self._mean_options(i, p, held, owed, up)
+        choice = pick_action(options, held, up, self.margin)
+        return choice, options[choice]
 
     def options(self, state: DecisionState, held: Choice, owed_hours: float, up: bool) -> dict[Choice, float]:
-        """Each open action's expected cost to finish there (`ChainTable.action_values`)."""
+        """Each open action's expected cost to finish there (`ChainTable.action_values`, averaged)."""
         i, p, owed = self._where(state, owed_hours)
-        return self.table.action_values(i, p, held, owed, up)
+        return self._mean_options(i, p, held, owed, up)
+
+    def _mean_options(self, i: int, p: int, held: Choice, owed: int, up: bool) -> dict[Choice, float]:
+        per = [tab.action_values(i, p, held, owed, up) for tab in self.tables]
+        return {c: sum(o[c] for o in per) / len(per) for c in per[0]}
+
+    def idle_values(self, ticks: np.ndarray, progress: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Expected cost to finish idle at these ticks and progress, capacity (down, up), averaged."""
+        down = sum(tab.values[ticks, tab.none[0], progress] for tab in self.tables) / len(self.tables)
+        up = sum(tab.values[ticks, tab.none[1], progress] for tab in self.tables) / len(self.tables)
+        return down, up
 
     def _where(self, state: DecisionState, owed_hours: float) -> tuple[int, int, int]:
-        """The table's tick, progress and restart ticks owed at this decision."""
+        """The tables' tick, progress and restart ticks owed at this decision."""
         g = self.g
         i = int(math.floor((state.elapsed_hours - self.t0) / g + 1e-6))
         left = max(0.0, state.work_total_hours - state.work_done_hours)
@@ -292,11 +362,13 @@ def saving_text(options: dict[Choice, float], choice: Choice) -> str:
 
 
 class _Solve:
-    """One solve in progress: `step()` runs a chunk of it and says when it is done."""
+    """One solve in progress, a table per chain of `_scenario_factors`, one after another: `step()`
+    runs a chunk of it and says when it is done (so a decision's work is one chunk however many
+    chains there are; the plan arrives that many times later)."""
 
     def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
                  od: float, sp: float, chunk: tuple[int, int], margin: float = 0.0,
-                 slack_usd_per_hour: float = 0.0) -> None:  # fmt: skip
+                 slack_usd_per_hour: float = 0.0, scenarios: int = 1) -> None:  # fmt: skip
         D = max(1, math.floor(left / g + 1e-9))
         W = max(1, math.ceil(work / g - 1e-9))
         O = round(overhead / g)
@@ -304,21 +376,26 @@ class _Solve:
         tau = t0 + (np.arange(D) + 0.5) * g
         hours = (tau % HOURS_PER_DAY).astype(int)
         ru, rd = self.rates = _hourly_rates(model)
-        puu = np.exp(-g * ru[hours])
-        pdd = np.exp(-g * rd[hours])
         ticks, width = chunk
         chunk_ticks = max(1, min(ticks, ticks * 2 * width // (W + width)))
-        self._gen = solve_chain(puu, pdd, W, O, od * g, sp * g, values=True, chunk=chunk_ticks, idle_start_margin=margin,
-                                slack_tick_cost=slack_usd_per_hour * g)  # fmt: skip
-        self.t0, self.g, self.W, self.slack_usd_per_hour = t0, g, W, slack_usd_per_hour
+        self._gens = [
+            solve_chain(np.exp(-g * fu * ru[hours]), np.exp(-g * fd * rd[hours]), W, O, od * g, sp * g, values=True,
+                        chunk=chunk_ticks, idle_start_margin=margin, slack_tick_cost=slack_usd_per_hour * g)
+            for fu, fd in _scenario_factors(model, scenarios)
+        ]  # fmt: skip
+        self._tables: list = []
+        self.t0, self.g, self.W, self.slack_usd_per_hour, self.margin = t0, g, W, slack_usd_per_hour, margin
         self.plan: _Plan | None = None
 
     def step(self) -> bool:
         try:
-            next(self._gen)
+            next(self._gens[len(self._tables)])
             return False
         except StopIteration as done:
-            self.plan = _Plan(done.value, self.t0, self.g, self.W, self.rates, self.slack_usd_per_hour)
+            self._tables.append(done.value)
+            if len(self._tables) < len(self._gens):
+                return False
+            self.plan = _Plan(self._tables, self.t0, self.g, self.W, self.rates, self.slack_usd_per_hour, self.margin)
             return True
 
     def finish(self) -> _Plan:

@@ -38,7 +38,7 @@ import numpy as np
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState
 from launcher.policies.deadline_aware import prices
-from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve, saving_text
+from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve, estimate_text, saving_text
 from launcher.policies.safety import Budget, enforce
 
 _VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}
@@ -102,7 +102,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
     def _drop(self, plan: _Plan | None) -> None:
         """A plan no longer read: its table's memory goes to the next solve (`chain_dp.TABLE_MEMORY`)."""
         if plan is not None:
-            plan.table.release()
+            plan.release()
 
     def _advance(self, state: DecisionState) -> None:
         """Start the solves that are due, then run one chunk of one of them (own zone first)."""
@@ -234,7 +234,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         fin = prog >= tab.W
         pc = np.minimum(prog, tab.W - 1)
         ti = i0 + j
-        v = home_up * tab.values[ti, tab.none[1], pc] + (1 - home_up) * tab.values[ti, tab.none[0], pc]
+        idle_down, idle_up = plan.idle_values(ti, pc)
+        v = home_up * idle_up + (1 - home_up) * idle_down
         v = np.where(fin, 0.0, v)
         lost = run * (1.0 - stay)
         lost[-1] = run[-1]  # at the end of the horizon: finished, or back to the home plan there
@@ -251,7 +252,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
         m = self.models[pick]
-        est = f"zone {pick} model: expected up {m.mean_hours(1):.1f} h, down {m.mean_hours(0):.1f} h{m.cycle_text()}"
+        est = f"zone {pick} model: {estimate_text(m, self.scenarios)}"
         if pick == z:
             held, owed = _held(state)
             plan = self.plans.get(pick)

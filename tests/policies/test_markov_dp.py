@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from launcher.policies.base import Choice, DecisionState
-from launcher.policies.chain_dp import drain, solve_chain
+from launcher.policies.chain_dp import drain, pick_action, solve_chain
 from launcher.policies.registry import get_placement_policy
 from launcher.simulation.engine import SimCase, simulate
 from launcher.simulation.omniscient import omniscient_cost
@@ -129,8 +129,9 @@ def test_the_vectorised_backward_step_follows_the_rules_state_by_state(seed):
 @pytest.mark.parametrize("seed", range(6, 12))
 def test_each_actions_value_is_one_backward_step_and_the_chosen_one_is_the_tables(seed):
     """`action_values` (what a reason says an action saves over the next best) recomputes one step of
-    the backward induction per action: the chosen action's is the table's value in every state, and
-    no other action is cheaper by more than the idle start margin."""
+    the backward induction per action: the chosen action's is the table's value in every state, no
+    other action is cheaper by more than the idle start margin, and `pick_action` (how a plan of
+    several chains chooses on averaged values) picks the table's action from them."""
     puu, pdd, W, O, margin, slack = _random_chain(seed)
     tab = drain(solve_chain(puu, pdd, W, O, 1.0, 0.3, values=True, idle_start_margin=margin, slack_tick_cost=slack))
     held_of = {"none": Choice.NONE, "od": Choice.ON_DEMAND, "spot": Choice.SPOT}
@@ -143,6 +144,8 @@ def test_each_actions_value_is_one_backward_step_and_the_chosen_one_is_the_table
             assert math.isinf(min(q.values()))
             continue
         assert q[chosen] == pytest.approx(value, rel=1e-5, abs=1e-6), (t, held, owed, up, p)
+        # The rule a plan of several chains chooses by, on these values, is the table's.
+        assert pick_action(q, held_of[held], up, margin) is chosen, (t, held, owed, up, p)
         slack_for_margin = margin if (held == "none" and up and chosen is Choice.SPOT) else 0.0
         assert min(q.values()) >= value - slack_for_margin - 1e-5 * (1 + abs(value)), (t, held, owed, up, p)
         checked += 1
@@ -315,6 +318,9 @@ def test_markov_dp_rejects_bad_parameters():
         get_placement_policy("markov-dp", overhead_ticks=0)
     with pytest.raises(BadInputError, match="slack_price"):
         get_placement_policy("markov-dp", slack_price=-0.01)
+    for bad in (0, 10, 2.5, True, "3"):
+        with pytest.raises(BadInputError, match="scenarios must be a whole number from 1 to 9"):
+            get_placement_policy("markov-dp-multi-zone", scenarios=bad)
 
 
 def test_markov_dp_takes_earlier_runs_evidence_for_its_own_zone_only():
@@ -432,19 +438,22 @@ def test_a_slack_price_keeps_slack_where_waiting_gains_nothing():
 ])  # fmt: skip
 def test_markov_dp_keeps_slack_for_a_long_spell_on_real_traces(shared_data, rel, start, work_h, deadline_h,
                                                                  unpriced_at_least, priced_below):  # fmt: skip
-    """Real traces whose spells are short first and long later. Without the slack price the plan
-    learns the short spells, waits out its slack, is forced onto on-demand for the rest and cannot
-    take the long spells; with it, it runs on-demand while waiting gains nothing and moves to spot
-    when the long spells come."""
+    """Real traces whose spells are short first and long later. A plan on the posterior mean alone,
+    without the slack price, learns the short spells, waits out its slack, is forced onto on-demand
+    for the rest and cannot take the long spells. Either guard avoids it: the slack price (it runs
+    on-demand while waiting gains nothing and moves to spot when the long spells come), or a plan
+    over the posterior's spread (its hopeful chains give the slack a use)."""
     from launcher.simulation.traces import load_trace
 
     c = SimCase((load_trace(shared_data / "spot-traces" / rel, rel),), start, work_h, deadline_h, 0.2, OD, SP)
     opt = omniscient_cost(c)
-    unpriced = simulate(get_placement_policy("markov-dp", slack_price=0.0), c)
-    priced = simulate(get_placement_policy("markov-dp"), c)
-    assert unpriced.met_deadline and priced.met_deadline
-    assert unpriced.cost > unpriced_at_least * opt and unpriced.spot_hours < 2.0  # the failure the price is for
-    assert priced.cost < priced_below * opt and priced.spot_hours > 10.0
+    unguarded = simulate(get_placement_policy("markov-dp", slack_price=0.0, scenarios=1), c)
+    assert unguarded.met_deadline
+    assert unguarded.cost > unpriced_at_least * opt and unguarded.spot_hours < 2.0  # the failure the guards are for
+    for guard in ({"scenarios": 1}, {"slack_price": 0.0}, {}):
+        guarded = simulate(get_placement_policy("markov-dp", **guard), c)
+        assert guarded.met_deadline
+        assert guarded.cost < priced_below * opt and guarded.spot_hours > 10.0, guard
 
 
 def test_a_reasons_saving_reads_a_float_tie_as_a_tie_and_names_the_start_margin():
@@ -457,3 +466,51 @@ def test_a_reasons_saving_reads_a_float_tie_as_a_tie_and_names_the_start_margin(
     assert saving_text(margin, Choice.SPOT) == ", $0.04 dearer than waiting (within the start margin)"
     assert saving_text({Choice.NONE: 9.0, Choice.ON_DEMAND: 11.5}, Choice.NONE) == ", saving $2.50 over on-demand"
     assert saving_text({Choice.NONE: 9.0, Choice.ON_DEMAND: math.inf}, Choice.NONE) == ""  # no way but one
+
+
+def test_the_rates_posterior_spread_is_wide_on_few_spells_and_closes_on_many():
+    from launcher.policies.availability_model import ZoneModel
+    from launcher.policies.markov_dp import _scenario_factors
+
+    model = ZoneModel(1.0, 2.0, 0.5)
+    t = 0.0
+    for up_h, down_h in [(0.2, 0.3), (0.3, 0.4)]:  # two short spells up
+        model.observe(t, True)
+        model.observe(t + up_h, False)
+        t += up_h + down_h
+    thin = [model.rate_quantile_factor(1, q) for q in (1 / 6, 0.5, 5 / 6)]
+    assert thin[0] < 0.5 and thin[2] > 1.4  # from two spells the rate may well be twice as slow, or faster
+    for _ in range(200):
+        model.observe(t, True)
+        model.observe(t + 0.25, False)
+        t += 0.6
+    thick = [model.rate_quantile_factor(1, q) for q in (1 / 6, 0.5, 5 / 6)]
+    assert 0.9 < thick[0] < thick[1] < 1.0 < thick[2] < 1.1
+    assert _scenario_factors(model, 1) == [(1.0, 1.0)]  # the posterior mean alone
+    hopeful, middle, doubtful = _scenario_factors(model, 3)
+    assert hopeful[0] < middle[0] < doubtful[0] and hopeful[1] > middle[1] > doubtful[1]  # up long + down short first
+
+
+def test_a_plan_over_the_posterior_does_not_commit_to_on_demand_on_two_short_spells(shared_data):
+    """Public aws-04-19-2023 us-east-1b trace, 48 h of work by 57.6 h: two short spells up in the first
+    hour. The posterior mean reads 0.3 h up and, with spot all but useless under it, the plan commits to
+    on-demand before the first hour is out, for the whole job; the posterior has room for longer
+    spells, a plan weighing its three chains keeps waiting for spot, and pays less."""
+    from launcher.simulation.traces import load_trace
+
+    rel = "preemption/1-node/aws-04-19-2023/us-east-1b_intel_64.json"
+    c = SimCase((load_trace(shared_data / "spot-traces" / rel, rel),), 0, 48.0, 57.6, 0.2, OD, SP)
+    runs = {}
+    for n in (1, 3):
+        pol = get_placement_policy("markov-dp", scenarios=n)
+        log = []
+        decide = pol.decide
+        pol.decide = lambda st, decide=decide, log=log: log.append((st.elapsed_hours, decide(st))) or log[-1][1]
+        runs[n] = simulate(pol, c), log
+    (point, point_log), (spread, spread_log) = runs[1], runs[3]
+    assert point.met_deadline and spread.met_deadline
+    assert any(d.choice is Choice.ON_DEMAND for t, d in point_log if t < 1.0)  # the failure
+    assert not any(d.choice is Choice.ON_DEMAND for t, d in spread_log if t < 2.0)
+    assert spread.spot_hours > point.spot_hours + 2.0 and spread.cost < point.cost - 2.0
+    said = next(d.reason for t, d in spread_log if t > 0.3 and d.choice is Choice.NONE)
+    assert "(its 3 chains: up " in said  # the reason names the spread it weighed
