@@ -1,6 +1,6 @@
 """Engines and schema upgrades.
 
-SQLite: WAL (readers never block the writer), busy_timeout, synchronous=FULL (a commit is on disk
+SQLite: WAL (readers never block the writer; set once, when the file is fresh), busy_timeout, synchronous=FULL (a commit is on disk
 before the caller proceeds, also across power loss), foreign keys on, and write transactions
 begin IMMEDIATE so two writers queue on the busy timeout instead of failing with 'database is
 locked' when a read transaction tries to upgrade. PostgreSQL: plain READ COMMITTED; callers take
@@ -76,7 +76,8 @@ def _sqlite_events(engine: Engine) -> None:
         dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # kept in the file: a fresh one
+            to_wal(cur)
         cur.execute("PRAGMA synchronous = FULL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
@@ -85,6 +86,22 @@ def _sqlite_events(engine: Engine) -> None:
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get("ledger_write", False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def to_wal(cur: Any, within_s: float = SQLITE_BUSY_TIMEOUT_S) -> None:
+    """Switch a fresh SQLite database to WAL. Two first connections converting at once each hold a
+    shared lock and want the exclusive one; SQLite then answers one of them 'database is locked' at
+    once, without its busy handler (waiting could not end). So that answer is retried, jittered,
+    within the busy timeout."""
+    import sqlite3
+
+    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+
+    locked = retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e))
+    wait = wait_random_exponential(multiplier=0.01, max=0.5)
+    for attempt in Retrying(retry=locked, stop=stop_after_delay(within_s), wait=wait, reraise=True):
+        with attempt:
+            cur.execute("PRAGMA journal_mode = WAL")
 
 
 def current_revision(conn: Connection) -> str | None:
