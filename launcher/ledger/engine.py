@@ -1,10 +1,10 @@
 """Engines and schema upgrades.
 
-SQLite: WAL (readers never block the writer; set once, when the file is fresh), busy_timeout, synchronous=FULL (a commit is on disk
-before the caller proceeds, also across power loss), foreign keys on, and write transactions
-begin IMMEDIATE so two writers queue on the busy timeout instead of failing with 'database is
-locked' when a read transaction tries to upgrade. PostgreSQL: plain READ COMMITTED; callers take
-row locks (SELECT ... FOR UPDATE) where they read-then-write.
+SQLite: WAL (readers never block the writer; set once, when the file is fresh), busy_timeout,
+synchronous=FULL (a commit is on disk before the caller proceeds, also across power loss), foreign
+keys on, and write transactions begin IMMEDIATE so two writers queue on the busy timeout instead of
+failing with 'database is locked' when a read transaction tries to upgrade. PostgreSQL: plain READ
+COMMITTED; callers take row locks (SELECT ... FOR UPDATE) where they read-then-write.
 
 Schema upgrades run when a Ledger opens and the stored revision is not head, under a file lock
 next to the SQLite file or a PostgreSQL advisory lock, so concurrent first opens do not race.

@@ -439,8 +439,8 @@ def test_a_slack_price_keeps_slack_where_waiting_gains_nothing():
 def test_markov_dp_keeps_slack_for_a_long_spell_on_real_traces(shared_data, rel, start, work_h, deadline_h,
                                                                  unpriced_at_least, priced_below):  # fmt: skip
     """Real traces whose spells are short first and long later. A plan on the posterior mean alone
-    (`scenarios` 1, the default), without the slack price, learns the short spells, waits out its slack, is forced onto on-demand
-    for the rest and cannot take the long spells. Either guard avoids it, and both together: the
+    (`scenarios` 1, the default), without the slack price, learns the short spells, waits out its
+    slack, is forced onto on-demand for the rest and cannot take the long spells. Either guard avoids it, and both together: the
     slack price (the default: it runs on-demand while waiting gains nothing and moves to spot when
     the long spells come), or a plan over the posterior's spread (its hopeful chains give the slack
     a use)."""
