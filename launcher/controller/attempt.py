@@ -154,7 +154,7 @@ class AttemptRunner:
             run_started = self._running_again(attempt_id, recovered_from)
         next_progress, log_bytes = self.d.clock() + self.d.progress_poll_s, self._log_bytes()
         next_tick = (attempt_started if attempt_started is not None else self.d.clock()) + self.d.placement_tick_s
-        capacity = self._placement.capacity() if self._placement is not None else ()
+        capacity = self._placement.capacity(held) if self._placement is not None else ()
         waiting_for = None
         next_space = self.d.clock()
         while True:
@@ -206,7 +206,7 @@ class AttemptRunner:
                     execution.notify_preemption(self.job.grace_s)
             if self._placement is not None and not noticed and stop_reason is None and held is not None:
                 now = self.d.clock()
-                cap = self._placement.capacity()
+                cap = self._placement.capacity(held)
                 if now >= next_tick - 1e-9 or cap != capacity:  # a tick-equivalent: timer or capacity change
                     while next_tick <= now + 1e-9:
                         next_tick += self.d.placement_tick_s

@@ -10,7 +10,8 @@ local backend, the clouds and the tests' fakes. Rules:
   not retried (it is nearly always deterministic); preemptions and node losses are recovered
   where the recovery policy says, without counting against `max_restarts`.
 * Policies see the real situation (`_decision_state`): spot capacity from providers that know it
-  (the optional `spot_available(offer, now)`; unknown counts as available), the run's age and
+  (the optional `spot_available(offer, now)`; for a placement policy, else what the run saw:
+  capacity_probes.py), the run's age and
   the attempts' running time on the injected clock, the deadline. A wait ends early when spot
   capacity comes back.
 * Per attempt the ledger also gets the job's new checkpoints as seen in its store
@@ -66,7 +67,6 @@ class Controller(AttemptRunner, Decisions, Accounting, Teardown, Transitions):
         self._work_s = 0.0  # `run`-phase time of this controller's attempts (injected clock)
         self._ckpt_watch: CheckpointWatch | None = None
         self._placement = self._placement_driver()
-        self._capacity_errors: dict = {}  # offer -> clock of its last failed provision
         self._moving = False  # the placement policy asked the running job to stop
         self._move_to: ScoredOffer | None = None  # ... and this offer next (None: hold nothing for a tick)
 
@@ -218,13 +218,15 @@ class Controller(AttemptRunner, Decisions, Accounting, Teardown, Transitions):
                 retry_same = offer
                 continue
             if end.reason in (EndReason.PREEMPTED, EndReason.NODE_LOST):
+                if end.reason == EndReason.PREEMPTED and self._placement is not None:
+                    self._placement.refused(offer)  # the cloud took its capacity back
                 preempted_regions.append(offer.offer.region)
                 self._transition(RunState.RECOVERING, reason=end.reason, ending=end)
                 continue
             if end.reason == EndReason.PROVISION_FAILED:
                 self._transition(RunState.RECOVERING, reason="provision failed", data={"error": end.detail}, ending=end)
-                self._capacity_errors[offer.offer] = self.d.clock()
-                if self._placement is not None:  # the policy would ask for the same offer at once
+                if self._placement is not None:
+                    self._placement.refused(offer)  # the policy would ask for the same offer at once
                     if waited_s + self.d.capacity_retry_s > self.d.max_wait_s:
                         self._fail(EndReason.PROVISION_FAILED, "no capacity for the placement policy's choices; giving up")
                         return

@@ -1,11 +1,11 @@
 """What the recovery and placement policies see and decide with (`_decision_state`): spot
-capacity from providers that know it (the optional `spot_available(offer, now)`; unknown counts
-as available), the run's age and the attempts' running time on the injected clock, the
+capacity from providers that know it (the optional `spot_available(offer, now)`; else, for the
+placement policy, what the run saw: controller/capacity_probes.py), the run's age and the attempts' running time on the injected clock, the
 deadline; the placement policy's driver (controller/placement.py) with the clouds' placement
 scores and other runs' spot history; the ranked offer an attempt used.
 
 Part of `Controller`: uses its `job`, `d`, `led`, `_placement`, `_unusable_clouds`,
-`_capacity_errors` and the clocks (`_started_clock`, `_age_at_start_s`, `_prior_work_s`, `_work_s`).
+and the clocks (`_started_clock`, `_age_at_start_s`, `_prior_work_s`, `_work_s`).
 """
 
 from __future__ import annotations
@@ -89,9 +89,6 @@ class Decisions:
         def capacity(offer):
             if offer.cloud in self._unusable_clouds:
                 return False
-            failed_at = self._capacity_errors.get(offer)
-            if failed_at is not None and self.d.clock() - failed_at < self.d.placement_tick_s:
-                return False  # it just refused us: no capacity there for a tick
             provider = self.d.provider_for(offer.cloud)
             return provider.spot_available(offer, datetime.now(UTC)) if isinstance(provider, SpotCapacity) else None
 
@@ -101,6 +98,7 @@ class Decisions:
             deadline_hours=self.job.spec.launcher.deadline_hours, restart_overhead_s=self.d.restart_overhead_hours * 3600.0,
             tick_s=self.d.placement_tick_s, capacity=capacity, gap_hours=self.d.placement_gap_hours,
             placement_scores=self._placement_scores(spot), history=self._placement_history(spot),
+            clock=self.d.clock, max_probe_s=self.d.max_probe_s,
         )  # fmt: skip
 
     def _placement_history(self, spot: list[Offer]) -> dict:

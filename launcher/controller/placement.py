@@ -13,7 +13,10 @@ the policy's zones onto the plan's offers:
 - on-demand = the cheapest on-demand offer of the plan (rank breaks ties).
 
 What the policy is shown is what the controller can observe: capacity per zone from the providers
-that know it (`Provider.spot_available`; unknown counts as available), what earlier runs' attempts saw
+that know it (`Provider.spot_available`), else what the run saw there (its spot cluster running, a
+launch refused, a preemption; `capacity_probes.ProbedCapacity`: a zone seen without capacity is
+tried again after one tick, then twice as late after each miss, and a zone not seen counts as
+available but not as an observation, `DecisionState.spot_observed`), what earlier runs' attempts saw
 of each zone's spot spells (`placement_history`, read from the ledger once), the run's age and the work
 done (time attempts spent in their `run` phase), the restart overhead still to pay (time since the
 attempt started, while it is still provisioning or in setup), and the preemptions so far.
@@ -29,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from launcher.controller.capacity_probes import ProbedCapacity
 from launcher.controller.placement_history import ZoneHistory
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
 from launcher.policies.registry import get_placement_policy
@@ -60,6 +64,18 @@ def spot_zones(ranked):
     return out
 
 
+class Capacity(tuple):
+    """Spot capacity per zone (a tuple of bools, compared as one), with `seen`: per zone, whether
+    that is an observation or the stand-in for a zone nobody could see."""
+
+    seen: tuple[bool, ...]
+
+    def __new__(cls, available: tuple[bool, ...], seen: tuple[bool, ...]) -> Capacity:
+        out = super().__new__(cls, available)
+        out.seen = tuple(seen)
+        return out
+
+
 @dataclass(frozen=True)
 class Held:
     """What the controller holds now, in the policy's terms."""
@@ -84,6 +100,8 @@ class PlacementDriver:
         gap_hours: float = 0.0,
         placement_scores: Mapping[Offer, int] | None = None,
         history: Mapping[Offer, ZoneHistory] | None = None,
+        clock: Callable[[], float] | None = None,
+        max_probe_s: float = 16 * 60.0,
     ) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be positive")
@@ -102,6 +120,8 @@ class PlacementDriver:
         self.tick_s = tick_s
         self.gap_hours = gap_hours
         self._capacity = capacity
+        self._clock = clock or (lambda: 0.0)
+        self.probes = ProbedCapacity(tick_s, max(tick_s, max_probe_s))
         self.log: list[Decision] = []  # every decision, in order (the replay proof compares it)
         self._last: tuple | None = None
         self.last_zone = 0
@@ -114,16 +134,34 @@ class PlacementDriver:
             policy.seed_history(i, h.up_hours, h.preemptions)
 
     # ---- what the policy sees ------------------------------------------------------------------
-    def capacity(self) -> tuple[bool, ...]:
-        """Spot capacity per zone now; unknown counts as available (try rather than wait)."""
-        out = []
+    def capacity(self, held: ScoredOffer | None = None) -> Capacity:
+        """Spot capacity per zone now: the provider's answer where it has one (a launch refused
+        less than a tick ago still counts as none), up in the zone of `held` (a spot cluster
+        running there), else what the probes saw (`ProbedCapacity.view`)."""
+        now = self._clock()
+        out: list[bool] = []
+        seen: list[bool] = []
         for s in self.zones:
+            key = _key(s.offer)
             try:
                 ans = self._capacity(s.offer)
             except Exception:  # a provider that cannot answer must not stop the run
                 ans = None
-            out.append(ans is not False)
-        return tuple(out) or (False,)
+            if ans is not None:
+                up, known = ans and not self.probes.refused_within(key, now, self.tick_s), True
+            elif held is not None and held.offer.spot and _key(held.offer) == key:
+                self.probes.running(key)
+                up, known = True, True
+            else:
+                up, known = self.probes.view(key, now)
+            out.append(up)
+            seen.append(known)
+        return Capacity(tuple(out), tuple(seen)) if out else Capacity((False,), (True,))
+
+    def refused(self, offer: ScoredOffer) -> None:
+        """A launch of `offer` was refused or its cluster preempted: no capacity there for now."""
+        if offer.offer.spot:
+            self.probes.refused(_key(offer.offer), self._clock())
 
     def held(self, offer: ScoredOffer | None) -> Held:
         """In the policy's terms. The zone is the last spot zone held (on-demand and idle keep it,
@@ -158,6 +196,7 @@ class PlacementDriver:
             on_demand_price_usd_per_hour=od,
             preemptions=preemptions,
             overhead_remaining_hours=max(0.0, overhead_left_s) / 3600.0,
+            spot_observed=None if all(getattr(capacity, "seen", ())) else capacity.seen,
         )
 
     # ---- the decision ---------------------------------------------------------------------------

@@ -66,6 +66,7 @@ class ControllerDeps:
     # recovery policy, when nothing is held. `placement_gap_hours` > 0: decide in whole ticks.
     placement_policy: PlacementPolicy | None = None
     placement_tick_s: float = 60.0
+    max_probe_s: float = 16 * 60.0  # longest between launches that look for spot capacity a cloud cannot report
     placement_gap_hours: float = 0.0
     # Told when this controller takes the run and lets go of it (`run_started()`,
     # `run_ended(state)`), e.g. the experiment tracker following the job's output.

@@ -38,6 +38,25 @@ class DecisionState:
     preemptions: int = 0
     # Restart overhead still to pay on the cluster held now (0 when productive or idle).
     overhead_remaining_hours: float = 0.0
+    # Per zone, whether `spot_available` was seen (held, refused, preempted) or stands in for what
+    # nobody could see (a cloud with no capacity signal: counted available so the policy tries it).
+    # None: every zone seen (the simulator). Policies that learn spells learn only from what was seen.
+    spot_observed: tuple[bool, ...] | None = None
+
+
+def seen_capacity(state: DecisionState) -> tuple[bool | None, ...]:
+    """`spot_available` with None where the zone's capacity was not seen at this decision."""
+    seen = state.spot_observed
+    if seen is None:
+        return state.spot_available
+    return tuple(up if i < len(seen) and seen[i] else None for i, up in enumerate(state.spot_available))
+
+
+def any_seen_up(capacity: tuple[bool | None, ...]) -> bool | None:
+    """Whether some zone has capacity: True if one was seen up, False if all were seen down, else unknown."""
+    if any(up is not None and up for up in capacity):
+        return True
+    return None if any(up is None for up in capacity) else False
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ move pays.
 
 from __future__ import annotations
 
-from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
+from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
 from launcher.policies.spells import KnownSpells, SpellTracker
 
@@ -162,7 +162,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
 
     def _observe(self, state: DecisionState) -> None:
         """Per-run bookkeeping before each decision: the spells seen so far."""
-        self.spells.observe(state.elapsed_hours, state.spot_available)
+        self.spells.observe(state.elapsed_hours, seen_capacity(state))
 
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
-from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
+from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, any_seen_up, seen_capacity
 from launcher.policies.baselines import GreedyPolicy, UniformProgressPolicy
 from launcher.policies.cost_to_go import (
     D0,
@@ -168,7 +168,8 @@ class ExpectedCostPolicy(PlacementPolicy):
     # ---- observing --------------------------------------------------------------------------------
     def _observe(self, state: DecisionState) -> None:
         t = state.elapsed_hours
-        avail = state.spot_available if self.multi_zone else (state.spot_available[state.current_zone],)
+        seen = seen_capacity(state)
+        avail = seen if self.multi_zone else (seen[state.current_zone],)
         while len(self.models) < len(avail):
             z = len(self.models)
             m = self._model(z)
@@ -176,8 +177,11 @@ class ExpectedCostPolicy(PlacementPolicy):
                 m.seed_up(*self._seeds[z])
             self.models.append(m)
         for m, up in zip(self.models, avail):
-            m.observe(t, up)
-        self.any_model.observe(t, any(avail))
+            if up is not None:
+                m.observe(t, up)
+        some = any_seen_up(avail)
+        if some is not None:
+            self.any_model.observe(t, some)
         self._last_obs = t
 
     def _zone_model(self, state: DecisionState, z: int) -> ZoneModel:

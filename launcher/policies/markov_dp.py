@@ -43,7 +43,7 @@ import math
 import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
-from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
+from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.chain_dp import pick_action, solve_chain
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
@@ -131,7 +131,9 @@ class MarkovDPPolicy(PlacementPolicy):
             self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight, self.cycle_prior)
             if z in self._seeds:  # earlier runs' evidence for the zone it plans on, not the others'
                 self.model.seed_up(*self._seeds[z])
-        self.model.observe(state.elapsed_hours, state.spot_available[z])
+        up = seen_capacity(state)[z]
+        if up is not None:
+            self.model.observe(state.elapsed_hours, up)
         return self.model
 
     # ---- solving ----------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
-from launcher.policies.base import Choice, Decision, DecisionState
+from launcher.policies.base import Choice, Decision, DecisionState, seen_capacity
 from launcher.policies.deadline_aware import prices
 from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve, estimate_text, saving_text
 from launcher.policies.safety import Budget, enforce
@@ -81,7 +81,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
     def _observe(self, state: DecisionState) -> None:
         if self._home is None:
             self._home = state.current_zone
-        for z, up in enumerate(state.spot_available):
+        for z, up in enumerate(seen_capacity(state)):
             m = self.models.get(z)
             if m is None:
                 prior = self._zone_priors.get(z, self.prior_up_hours)
@@ -89,7 +89,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                                                self.cycle_prior)  # fmt: skip
                 if z in self._seeds:
                     m.seed_up(*self._seeds[z])
-            m.observe(state.elapsed_hours, up)
+            if up is not None:
+                m.observe(state.elapsed_hours, up)
         self.model = self.models[state.current_zone]  # what the reasons of `markov-dp` read
 
     def _begin(self, state: DecisionState, z: int) -> None:

@@ -23,7 +23,7 @@ pay for itself:
 
 from __future__ import annotations
 
-from launcher.policies.base import Choice, Decision, DecisionState
+from launcher.policies.base import Choice, Decision, DecisionState, any_seen_up, seen_capacity
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.safety import Budget, budget, enforce
 from launcher.policies.spells import SpellTracker
@@ -60,7 +60,7 @@ class MultiZonePolicy(DeadlineAwarePolicy):
 
     def _observe(self, state: DecisionState) -> None:
         super()._observe(state)
-        self.any_zone.observe(state.elapsed_hours, (any(state.spot_available),))
+        self.any_zone.observe(state.elapsed_hours, (any_seen_up(seen_capacity(state)),))
 
     def _outages(self, state: DecisionState, left_h: float) -> float:
         """Outages the reserve is kept for: this zone's, or as many as the spells of "some zone has

@@ -28,7 +28,7 @@ class SpellTracker:
         self.prior_down_hours = prior_down_hours
         self.prior_weight = prior_weight
         self._now = 0.0
-        self._state: list[bool] = []  # per zone: up now?
+        self._state: list[bool | None] = []  # per zone: up now? (None: not seen yet)
         self._since: list[float] = []  # when the current spell was first seen
         self._exposure: list[list[float]] = []  # per zone: [completed time down, completed time up]
         self._ends: list[list[int]] = []  # per zone: [spells down ended, spells up ended]
@@ -41,7 +41,8 @@ class SpellTracker:
             raise ValueError("seed hours and spells must be >= 0")
         self._seed[z] = (hours, ended)
 
-    def observe(self, now_hours: float, available: tuple[bool, ...]) -> None:
+    def observe(self, now_hours: float, available: tuple[bool | None, ...]) -> None:
+        """Capacity per zone now; None = not seen (a zone's spell runs on until it is seen again)."""
         self._now = now_hours
         for z, up in enumerate(available):
             if z >= len(self._state):
@@ -49,6 +50,10 @@ class SpellTracker:
                 self._since.append(now_hours)
                 self._exposure.append([0.0, 0.0])
                 self._ends.append([0, 0])
+            elif up is None:
+                continue
+            elif self._state[z] is None:
+                self._state[z], self._since[z] = up, now_hours  # first seen: no spell ended
             elif self._state[z] != up and now_hours == self._since[z]:
                 self._state[z] = up  # asked twice at one instant: no spell was seen
             elif self._state[z] != up:
@@ -77,8 +82,9 @@ class SpellTracker:
         `prior_hours` of observation."""
         if z >= len(self._state):
             return prior_fraction
-        up = self._exposure[z][1] + (self._now - self._since[z] if self._state[z] else 0.0)
-        down = self._exposure[z][0] + (0.0 if self._state[z] else self._now - self._since[z])
+        state, running = self._state[z], self._now - self._since[z]
+        up = self._exposure[z][1] + (running if state is not None and state else 0.0)
+        down = self._exposure[z][0] + (running if state is not None and not state else 0.0)
         return (prior_fraction * prior_hours + up) / (prior_hours + up + down)
 
     def age(self, z: int) -> float:
