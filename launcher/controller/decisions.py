@@ -1,11 +1,12 @@
 """What the recovery and placement policies see and decide with (`_decision_state`): spot
 capacity from providers that know it (the optional `spot_available(offer, now)`; else, for the
-placement policy, what the run saw: controller/capacity_probes.py), the run's age and the attempts' running time on the injected clock, the
-deadline; the placement policy's driver (controller/placement.py) with the clouds' placement
-scores and other runs' spot history; the ranked offer an attempt used.
+placement policy, what the run saw: policies/capacity_probes.py), the run's age and the
+attempts' running time on the injected clock, the deadline; the placement policy's driver
+(controller/placement.py) with the clouds' placement scores and other runs' spot history; the
+ranked offer an attempt used.
 
-Part of `Controller`: uses its `job`, `d`, `led`, `_placement`, `_unusable_clouds`,
-and the clocks (`_started_clock`, `_age_at_start_s`, `_prior_work_s`, `_work_s`).
+Part of `Controller`: uses its `job`, `d`, `led`, `_placement`, `_unusable_clouds` and the clocks
+(`_started_clock`, `_age_at_start_s`, `_prior_work_s`, `_work_s`).
 """
 
 from __future__ import annotations

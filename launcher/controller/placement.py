@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from launcher.controller.capacity_probes import ProbedCapacity
+from launcher.policies.capacity_probes import ProbedCapacity
 from launcher.controller.placement_history import ZoneHistory
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
 from launcher.policies.registry import get_placement_policy

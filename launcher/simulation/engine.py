@@ -12,6 +12,13 @@
 
 The run goes on past the deadline (a late finish is still a finish) until the work is done or a cap
 of deadline + work + 2 restarts ticks; ticks past the end of a trace have no spot capacity.
+
+With `capacity_signal=False` the policy is shown what a run on a cloud that cannot report spot
+capacity (AWS, GCP) sees, as the controller shows it (`policies/capacity_probes.py`): its spot
+zone up while the cluster runs; down after a preemption or a refused start until a probe (one tick,
+then twice as late after each miss, at most `max_probe_hours`); at a probe, and in a zone not tried
+or left, available but not seen. A start refused there (the trace has no capacity) holds nothing
+for that tick, costs nothing and is counted in `refused`.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy
+from launcher.policies.capacity_probes import ProbedCapacity
 from launcher.simulation.traces import Trace
 
 _EPS = 1e-9
@@ -70,13 +78,15 @@ class SimResult:
     work_ticks: int
     deadline_ticks: int
     overhead_ticks: int
+    refused: int = 0  # spot starts refused for want of capacity (only without a capacity signal)
 
 
 class PolicyBugError(RuntimeError):
     """A policy chose spot where none was available: a bug in the policy, not bad input."""
 
 
-def simulate(policy: PlacementPolicy, case: SimCase) -> SimResult:
+def simulate(policy: PlacementPolicy, case: SimCase, *, capacity_signal: bool = True,
+             max_probe_hours: float = 16 / 60) -> SimResult:  # fmt: skip
     g = case.gap_hours
     W = work_ticks(case.work_hours, g)
     D = deadline_ticks(case.deadline_hours, g)
@@ -91,13 +101,22 @@ def simulate(policy: PlacementPolicy, case: SimCase) -> SimResult:
     held, zone, k = Choice.NONE, 0, 0  # cluster held, its zone, overhead ticks still to pay
     done = t = 0
     cost = 0.0
-    preemptions = switches = starts = spot_ticks = od_ticks = 0
+    preemptions = switches = starts = spot_ticks = od_ticks = refused = 0
+    # On the tick count (exact), not hours: a probe due at a tick must not slip a tick on rounding.
+    probes = None if capacity_signal else ProbedCapacity(1.0, max(1.0, max_probe_hours / g))
+    seen = None
     while done < W and t < cap:
         idx = case.start_tick + t
         avail = tuple(idx < len(row) and row[idx] for row in avail_rows)
         if held is Choice.SPOT and not avail[zone]:
             held, k = Choice.NONE, 0
             preemptions += 1
+            if probes is not None:
+                probes.refused(zone, t)
+        truth = avail
+        if probes is not None:
+            views = [(True, True) if held is Choice.SPOT and z == zone else probes.view(z, t) for z in range(n_zones)]
+            avail, seen = tuple(v[0] for v in views), tuple(v[1] for v in views)
         state = DecisionState(
             elapsed_hours=t * g,
             work_done_hours=done * g,
@@ -112,9 +131,17 @@ def simulate(policy: PlacementPolicy, case: SimCase) -> SimResult:
             on_demand_price_usd_per_hour=od,
             preemptions=preemptions,
             overhead_remaining_hours=k * g,
+            spot_observed=seen,
         )
         d = policy.decide(state)
         choice = d.choice
+        if probes is not None and choice is Choice.SPOT and not (held is Choice.SPOT and d.zone == zone):
+            if 0 <= d.zone < n_zones and avail[d.zone] and not truth[d.zone]:
+                probes.refused(d.zone, t)  # a probe that found no capacity: nothing held this tick
+                refused += 1
+                held, zone, k, choice = Choice.NONE, d.zone, 0, Choice.NONE  # it went there, as the controller does
+            elif 0 <= d.zone < n_zones and avail[d.zone]:
+                probes.running(d.zone)
         if choice is Choice.NONE:
             held, k = Choice.NONE, 0
         else:
@@ -155,6 +182,7 @@ def simulate(policy: PlacementPolicy, case: SimCase) -> SimResult:
         work_ticks=W,
         deadline_ticks=D,
         overhead_ticks=O,
+        refused=refused,
     )
 
 

@@ -38,6 +38,7 @@ from launcher.spec import load_spec_text
 from pricing.models import Offer, ScoredOffer
 
 GAP_S = 300  # one trace tick: 5 minutes of simulated time
+PROBE_MAX_TICKS = 4  # probes of a zone without capacity at most 4 ticks apart (the controller's 16 min is not a whole tick)
 SPOT, OD = 1.0, 3.0
 
 
@@ -129,6 +130,14 @@ class BilledLocal(LocalProvider):
     cost = ZoneCapacity.cost
 
 
+class BlindZones(ZoneCapacity):
+    """The same zones on a cloud that cannot report spot capacity (as AWS and GCP cannot): a run
+    learns it only from its own launches refused and its clusters preempted."""
+
+    def spot_available(self, o: Offer, now=None) -> bool | None:
+        return None
+
+
 class Job:
     """The job's progress (seconds of work), kept across attempts like a checkpointed job's."""
 
@@ -212,7 +221,7 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
         provider = BilledLocal(zones, clock)
         ranked = [*provider.offers(), provider.offer(spot=False)]
     else:
-        provider = ZoneCapacity(zones, clock)
+        provider = (BlindZones if backend == "blind" else ZoneCapacity)(zones, clock)
         ranked = [offer(z, True) for z in zones] + [offer("z0", False)]
     cands = tuple(Candidate(ScoredOffer(o, i + 1, 0.01, "<5%", None, 1.0, o.price_usd_per_hour), 0)
                   for i, o in enumerate(ranked))  # fmt: skip
@@ -238,6 +247,7 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
         placement_policy=get_placement_policy(policy), placement_tick_s=GAP_S, placement_gap_hours=GAP_S / 3600.0,
         checkpoint_poll_s=3600.0, max_wait_s=10 * deadline_ticks * GAP_S,
         placement_history_days=0.0,  # the simulator knows no earlier runs: neither does the controller here
+        capacity_retry_s=GAP_S, max_probe_s=PROBE_MAX_TICKS * GAP_S,  # a refused probe holds nothing for a tick
     )  # fmt: skip
     controller = Controller(job, deps)
     result = controller.run()
@@ -245,13 +255,13 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
     return controller._placement.log, provider.cost(), led, run_id
 
 
-def sim(policy: str, traces, *, work_ticks, deadline_ticks, overhead_ticks):
+def sim(policy: str, traces, *, work_ticks, deadline_ticks, overhead_ticks, capacity_signal: bool = True):
     rec = Recording(policy)
     g = GAP_S / 3600.0
     case = SimCase(traces, 0, work_ticks * g, deadline_ticks * g, overhead_ticks * g, OD, SPOT)
-    r = simulate(rec, case)
+    r = simulate(rec, case, capacity_signal=capacity_signal, max_probe_hours=PROBE_MAX_TICKS * g)
     assert r.finished
-    return rec.log, r.cost
+    return rec.log, r.cost, r
 
 
 def trace(pattern: str, name: str) -> Trace:
@@ -264,9 +274,12 @@ def decisions(log: list[Decision]) -> list[tuple[str, int, str]]:
 
 def check(policy, traces, tmp_path, backend="double", **job):
     ctl_log, ctl_cost, led, run_id = replay(policy, traces, tmp_path=tmp_path, backend=backend, **job)
-    sim_log, sim_cost = sim(policy, traces, **job)
+    sim_log, sim_cost, result = sim(policy, traces, capacity_signal=backend != "blind", **job)
     assert decisions(ctl_log) == decisions(sim_log)
     assert ctl_cost == pytest.approx(sim_cost, abs=1e-9)
+    if backend == "blind":  # the probes the simulator counted are the launches the cloud refused
+        refused = [a for a in led.attempts(run_id) if a.end_reason == "provision_failed"]
+        assert len(refused) == result.refused
     return led, run_id
 
 
@@ -349,3 +362,15 @@ def test_random_hand_traces_tick_for_tick(tmp_path):
         pats = tuple("".join(rng.choice("0001") for _ in range(80)) for _ in range(2))
         traces = tuple(trace(p, f"z{j}") for j, p in enumerate(pats))
         check("multi-zone", traces, tmp_path / str(i), work_ticks=30, deadline_ticks=60, overhead_ticks=1)
+
+
+@pytest.mark.parametrize("policy", ["deadline-aware", "greedy", "markov-dp", "multi-zone", "markov-dp-multi-zone"])
+@pytest.mark.parametrize("regime,seed", [("flapping", 1), ("scarce", 3)])
+def test_without_a_capacity_signal_tick_for_tick(policy, regime, seed, tmp_path):
+    # A cloud that cannot say where spot capacity is: the controller shows the policy what the run
+    # saw (running, refused, preempted) and probes zones without capacity at growing intervals;
+    # `simulate(capacity_signal=False)` does the same, decision for decision, refusal for refusal.
+    zones = 3 if policy.endswith("multi-zone") else 1
+    traces = generate(regime, zones=zones, hours=40, seed=seed, gap_seconds=GAP_S)
+    led, run_id = check(policy, traces, tmp_path, backend="blind", work_ticks=120, deadline_ticks=220, overhead_ticks=2)
+    assert sum(a.end_reason == "provision_failed" for a in led.attempts(run_id)) >= 10  # it probed, and was refused

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from launcher.policies.base import Choice
+from launcher.policies.registry import get_placement_policy
 from launcher.simulation.engine import PolicyBugError, overhead_ticks, simulate
-from tests.policies.helpers import D, N, S, Scripted, case
+from tests.policies.helpers import D, N, S, Recording, Scripted, case
 
 
 def test_spot_is_preempted_at_the_start_of_an_unavailable_tick_and_that_tick_is_not_billed():
@@ -96,3 +97,23 @@ def test_policy_sees_tick_quantized_hours():
     simulate(pol, case("111", work=0.9, deadline=1.6, overhead=0.3, gap_seconds=1800))
     s = pol.seen[0]
     assert (s.work_total_hours, s.deadline_hours, s.restart_overhead_hours, s.gap_hours) == (1.0, 1.5, 0.5, 0.5)
+
+
+def test_without_a_capacity_signal_the_policy_sees_what_a_run_sees_and_probes():
+    """`capacity_signal=False`: spot reclaimed at tick 2, back at tick 12 (5-minute ticks). Greedy is
+    shown the zone available but not seen at the start (never tried) and at each probe, and down
+    (seen) from the preemption until a probe is due: one tick
+    after the first miss, then 2, then at most 16 min (3.2 ticks) apart. The probes at ticks 3, 5
+    and 9 are refused (nothing held, nothing billed); the one at tick 13 finds capacity, a tick
+    after it came back."""
+    c = case("00" + "1" * 10 + "0" * 40, work=0.5, deadline=4.0, overhead=0.0, gap_seconds=300)
+    rec = Recording(get_placement_policy("greedy"))
+    r = simulate(rec, c, capacity_signal=False)
+    shown = [(s.spot_available[0], None if s.spot_observed is None else s.spot_observed[0]) for s, _ in rec.log]
+    probes = [t for t, (up, seen) in enumerate(shown) if up and not seen]
+    assert probes[:5] == [0, 3, 5, 9, 13] and all(shown[t] == (False, True) for t in (2, 4, 6, 7, 8, 10, 11, 12))
+    assert r.refused == 3 and r.preemptions == 1 and r.starts == 2
+    held = [d.choice for _, d in rec.log]
+    assert held[13] is S and r.cost == pytest.approx((2 + (6 - 2)) * 1.0 * 300 / 3600)  # 2 ticks + the rest of the work on spot
+    plain = simulate(get_placement_policy("greedy"), c)
+    assert plain.refused == 0 and plain.hours < r.hours  # with the signal it restarts at tick 12

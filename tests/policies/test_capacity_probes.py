@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.controller.capacity_probes import ProbedCapacity
+from launcher.policies.capacity_probes import ProbedCapacity
 
 
 def test_a_refused_zone_is_seen_down_until_its_probe_then_probed_twice_as_late_up_to_the_cap():
