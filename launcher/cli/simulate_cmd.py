@@ -24,6 +24,11 @@ def simulate(
         False, "--optimum", help="Also compute the omniscient optimum per case (exact DP; slower)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per case (JSON lines)."),
+    capacity_signal: bool = typer.Option(
+        True, "--capacity-signal/--no-capacity-signal",
+        help="--no-capacity-signal: show the policy only what a run on a cloud that cannot report spot capacity "
+             "(AWS, GCP) sees, probing as the controller does; refused probes are counted.",
+    ),
 ) -> None:
     """Simulate a placement policy on spot availability traces, one result per case.
 
@@ -38,7 +43,8 @@ def simulate(
 
     pol = get_placement_policy(policy)  # unknown name -> exit 2 with a did-you-mean
     specs = load_cases(cases)
-    outcomes = run_cases(specs, trace_root or SAMPLE_TRACE_ROOT, pol, with_optimum=optimum)
+    outcomes = run_cases(specs, trace_root or SAMPLE_TRACE_ROOT, pol, with_optimum=optimum,
+                         capacity_signal=capacity_signal)  # fmt: skip
     if as_json:
         import json
         import sys
@@ -50,11 +56,15 @@ def simulate(
             "on-demand h"]
     if optimum:
         cols.append("optimum $")
+    if not capacity_signal:
+        cols.append("refused")
     rows = []
     for o in outcomes:
         row = [o.case, o.policy, f"{o.cost:.2f}", o.finished, o.met_deadline, f"{o.hours:.2f}", o.preemptions,
                o.switches, f"{o.spot_hours:.2f}", f"{o.on_demand_hours:.2f}"]
         if optimum:
             row.append("infeasible" if o.omniscient_cost is None else f"{o.omniscient_cost:.2f}")
+        if not capacity_signal:
+            row.append(o.refused)
         rows.append(row)
     print_table(f"simulate: {pol.name}", cols, rows)

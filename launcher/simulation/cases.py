@@ -129,6 +129,7 @@ class CaseOutcome:
     spot_hours: float
     on_demand_hours: float
     omniscient_cost: float | None = None
+    refused: int | None = None  # probes refused (only without a capacity signal)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -137,18 +138,21 @@ class CaseOutcome:
                 d[k] = round(d[k], 6)
         if self.omniscient_cost is None:
             d.pop("omniscient_cost")
+        if self.refused is None:
+            d.pop("refused")
         return d
 
 
 def run_cases(
-    specs: list[CaseSpec], trace_root: Path, policy: PlacementPolicy, *, with_optimum: bool = False
+    specs: list[CaseSpec], trace_root: Path, policy: PlacementPolicy, *, with_optimum: bool = False,
+    capacity_signal: bool = True,
 ) -> list[CaseOutcome]:
     """Validate every case first (traces exist, fit the deadline), then simulate them in order."""
     store = TraceStore(trace_root)
     cases = [build_case(s, store, i) for i, s in enumerate(specs)]
     out = []
     for i, case in enumerate(cases):
-        r: SimResult = simulate(policy, case)
+        r: SimResult = simulate(policy, case, capacity_signal=capacity_signal)
         opt = None
         if with_optimum:
             from launcher.simulation.omniscient import omniscient_cost
@@ -169,6 +173,7 @@ def run_cases(
                 spot_hours=r.spot_hours,
                 on_demand_hours=r.on_demand_hours,
                 omniscient_cost=opt,
+                refused=None if capacity_signal else r.refused,
             )
         )
     return out

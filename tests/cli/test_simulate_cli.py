@@ -69,6 +69,22 @@ def test_baselines_reproduced_by_hand(tmp_path, root, capsys):
     assert out["greedy"]["preemptions"] == 1 and out["greedy"]["met_deadline"]
 
 
+def test_without_a_capacity_signal_a_probe_finds_the_zone_down(tmp_path, root, capsys):
+    """`--no-capacity-signal`: greedy on zone b ('1100000', hourly ticks) is shown the zone never tried
+    as available at t0, is refused, probes again at t1 (refused: no capacity until t2), and starts at
+    t2; the table and JSON say how many probes were refused (and JSON without the flag has no such field)."""
+    cases = write_cases(tmp_path, [job(trace="zone-b.json")])
+    args = ["simulate", "--cases", cases, "--trace-root", str(root), "--policy", "greedy", "--json"]
+    assert run([*args, "--no-capacity-signal"]) == 0
+    blind = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert blind["refused"] == 2 and blind["cost"] == pytest.approx(4 * 1.0) and blind["hours"] == 6.0
+    assert run(args) == 0
+    plain = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert "refused" not in plain and plain["cost"] == pytest.approx(4 * 1.0) and plain["hours"] == 6.0
+    assert run(args[:-1] + ["--no-capacity-signal"]) == 0
+    assert "refused" in capsys.readouterr().out
+
+
 def test_table_without_json(tmp_path, root, capsys):
     cases = write_cases(tmp_path, [job(trace="always.json")])
     assert run(["simulate", "--cases", cases, "--trace-root", str(root), "--policy", "greedy"]) == 0
