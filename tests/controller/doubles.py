@@ -15,6 +15,19 @@ from launcher.providers.base import ClusterHandle, ClusterRequest, CredentialSta
 from pricing.models import Offer, ScoredOffer
 
 
+class Clock:
+    """An injected clock that moves only when the controller sleeps (never by less than 1 ms)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += max(s, 0.001)
+
+
 def offer(region: str, price: float, *, cloud: str = "fake", spot: bool = True) -> Offer:
     return Offer(
         cloud=cloud, region=region, zone=None, instance_type="g.xl", accelerator="T4", accelerator_count=1,

@@ -20,20 +20,9 @@ from launcher.policies.registry import get_placement_policy
 from launcher.providers.base import ClusterHandle, Node
 from launcher.spec import load_spec_text
 from tests.controller.conftest import make_deps
-from tests.controller.doubles import ScriptedExecution, ScriptedExecutor, ScriptedProvider, offer, scored
+from tests.controller.doubles import Clock, ScriptedExecution, ScriptedExecutor, ScriptedProvider, offer, scored
 
 WORK_H, DEADLINE_H, PREEMPT_H, OUTAGE_H = 4.0, 8.0, 0.5, 2.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.t += max(s, 0.001)
 
 
 class OutageCloud(ScriptedProvider):

@@ -12,18 +12,7 @@ from launcher.errors import ProviderError
 from launcher.executors.base import Outcome
 from launcher.policies.registry import get_placement_policy
 from tests.controller.conftest import make_deps, make_job
-from tests.controller.doubles import ScriptedExecution, ScriptedExecutor, ScriptedProvider, offer
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.t += max(s, 0.001)
+from tests.controller.doubles import Clock, ScriptedExecution, ScriptedExecutor, ScriptedProvider, offer
 
 
 def test_capacity_error_in_one_zone_moves_the_next_placement_to_another(ledger, tmp_path):
