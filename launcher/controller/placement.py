@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from launcher.policies.capacity_probes import ProbedCapacity
 from launcher.controller.placement_history import ZoneHistory
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
+from launcher.policies.capacity_probes import ProbedCapacity
 from launcher.policies.registry import get_placement_policy
 from pricing.models import Offer, ScoredOffer
 
@@ -143,14 +143,16 @@ class PlacementDriver:
         seen: list[bool] = []
         for s in self.zones:
             key = _key(s.offer)
+            here = held is not None and held.offer.spot and _key(held.offer) == key
+            if here:
+                self.probes.running(key)
             try:
                 ans = self._capacity(s.offer)
             except Exception:  # a provider that cannot answer must not stop the run
                 ans = None
             if ans is not None:
                 up, known = ans and not self.probes.refused_within(key, now, self.tick_s), True
-            elif held is not None and held.offer.spot and _key(held.offer) == key:
-                self.probes.running(key)
+            elif here:
                 up, known = True, True
             else:
                 up, known = self.probes.view(key, now)

@@ -102,7 +102,6 @@ def simulate(policy: PlacementPolicy, case: SimCase, *, capacity_signal: bool = 
     done = t = 0
     cost = 0.0
     preemptions = switches = starts = spot_ticks = od_ticks = refused = 0
-    # On the tick count (exact), not hours: a probe due at a tick must not slip a tick on rounding.
     probes = None if capacity_signal else ProbedCapacity(1.0, max(1.0, max_probe_hours / g))
     seen = None
     while done < W and t < cap:

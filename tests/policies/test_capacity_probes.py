@@ -40,5 +40,5 @@ def test_a_running_cluster_starts_the_probes_over_and_zones_are_apart():
 
 @pytest.mark.parametrize("first, most", [(0.0, 60.0), (-1.0, 60.0), (60.0, 30.0)])
 def test_probe_intervals_must_make_sense(first, most):
-    with pytest.raises(ValueError, match="probe intervals"):
+    with pytest.raises(ValueError, match="probe intervals must be"):
         ProbedCapacity(first, most)
