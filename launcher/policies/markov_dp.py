@@ -29,6 +29,13 @@ the less slack is left, the more it takes for waiting to pay. Optionally
 (`cycle_prior`, off by default) a daily cycle counts only as far as it has been seen to repeat: one
 day of data cannot tell a cycle from a drift.
 
+Where the cloud cannot report spot capacity (AWS, GCP: `DecisionState.spot_observed`), a zone
+shown available because a probe is due is not up for sure: it is up with the chain's probability
+since the zone was last seen (`p_up`), from rates at a hopeful quantile of their posterior
+(`belief_quantile`), and a try that finds nothing holds nothing for the tick, so from on-demand it
+costs on-demand's restart. Each action is scored over both outcomes from the plan's table. Read as up
+for sure, a run on on-demand through an outage left it for every probe.
+
 Solves are spread over decisions (`chunk` ticks of backward induction per decision, fewer where
 the work left is long, since a tick's time grows with it) so that no decision waits for a whole one;
 the first decision solves a coarse table at once. Every decision goes through `safety.enforce`, so
@@ -57,7 +64,8 @@ class MarkovDPPolicy(PlacementPolicy):
                  chunk_width: int = 240,
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
-                 scenarios: int = 1, poll_hours: float = DEFAULT_POLL_HOURS) -> None:  # fmt: skip
+                 scenarios: int = 1, poll_hours: float = DEFAULT_POLL_HOURS, belief: bool = True,
+                 belief_quantile: float | None = 0.999) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set) and `scenarios` (a spread
         gains on the tuning set and loses on both judging sets); see docs/policy-experiments.md.
@@ -74,7 +82,12 @@ class MarkovDPPolicy(PlacementPolicy):
         minus spot price) times the restart overhead over the slack left: a price on slack that a
         point estimate would value at nothing. `scenarios`: the plan is solved for this many chains
         spread over the rates' posterior (1: the posterior mean only; see `_scenario_factors`) and
-        each action is scored by its expected cost averaged over them."""
+        each action is scored by its expected cost averaged over them. `belief`: where the cloud
+        cannot report capacity, a zone shown available but not seen is up with the chain's
+        probability since it was last seen (`p_up`; False: up for sure, as before); `belief_quantile`:
+        that probability from the rates at this posterior quantile on the hopeful side (long spells
+        up, short ones down; None: the posterior mean), so a zone seen little, or seen only long
+        ago, is looked at again."""
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
             raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
         if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1 or chunk_width < 1:
@@ -101,6 +114,9 @@ class MarkovDPPolicy(PlacementPolicy):
         if not isinstance(scenarios, int) or isinstance(scenarios, bool) or not 1 <= scenarios <= 9:
             raise ValueError("scenarios must be a whole number from 1 to 9")
         self.scenarios = scenarios
+        if belief_quantile is not None and not 0.0 < belief_quantile < 1.0:
+            raise ValueError("belief_quantile must be in (0, 1), or None for the posterior mean")
+        self.belief, self.belief_quantile = belief, belief_quantile
         self._zone_priors: dict[int, float] = {}
         self.reset()
 
@@ -119,6 +135,7 @@ class MarkovDPPolicy(PlacementPolicy):
         self._pending_t = -math.inf
         self._last_reason: tuple | None = None
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
+        self._last_seen: dict[int, tuple[float, bool]] = {}  # zone -> (when, up) it was last seen
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self._seeds[zone] = (up_hours, preemptions)
@@ -134,6 +151,7 @@ class MarkovDPPolicy(PlacementPolicy):
         up = seen_capacity(state)[z]
         if up is not None:
             self.model.observe(state.elapsed_hours, up)
+            self._last_seen[z] = (state.elapsed_hours, up)
         return self.model
 
     # ---- solving ----------------------------------------------------------------------------------
@@ -221,12 +239,65 @@ class MarkovDPPolicy(PlacementPolicy):
         """The plan's decision (idle or on-demand, deadline set, work left), through the safety net."""
         z = state.current_zone
         plan = self.plan
+        if plan is not None and self.belief and _unseen(state):
+            d = self._choose_unseen(state, b, fallback, plan)
+            if d is not None:
+                return d
         choice, cost = plan.lookup(state) if plan is not None else (Choice.NONE, math.inf)
         if not math.isfinite(cost):  # the model sees no way to keep its reserve: the rule-based policy
             return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
         if choice is Choice.NONE and state.spot_available[z] and not self.wait_when_up:
             choice = Choice.SPOT
         return enforce(state, Decision(choice, z, self._reason(state, self.model, choice, cost, plan)), b)
+
+    def _choose_unseen(self, state: DecisionState, b: Budget, fallback: Decision, plan: _Plan) -> Decision | None:
+        """Capacity not seen (a cloud that cannot report it): shown available so that a launch may
+        probe it, but up only with the chain's probability since the zone was last seen. A try that
+        finds none holds nothing for the tick (what was held is gone: two restarts, from on-demand);
+        staying and waiting go on with capacity up or down in that proportion."""
+        z = state.current_zone
+        p_up = self.p_up(z, state.elapsed_hours, plan)
+        owed = state.overhead_remaining_hours
+        up = plan.options(state, state.current, owed, True)
+        down = plan.options(state, state.current, owed, False)
+        if not up or not down:  # past the plan's work: the table's own reading
+            return None
+        options = {c: _blend(p_up, up[c], down[c]) for c in (Choice.NONE, Choice.ON_DEMAND)}
+        options[Choice.SPOT] = _blend(p_up, up[Choice.SPOT], down[Choice.NONE])
+        choice = pick_action(options, state.current, True, plan.margin)
+        cost = options[choice]
+        if not math.isfinite(cost):
+            return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
+        seen = self._last_seen.get(z)
+        since = ("never seen" if seen is None else
+                 f"seen {'up' if seen[1] else 'down'} {state.elapsed_hours - seen[0]:.1f} h ago")  # fmt: skip
+        verb = {Choice.SPOT: "try spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
+        why = (f"zone model: {estimate_text(self.model, self.scenarios)}; capacity not seen ({since}): "
+               f"up with probability {p_up:.2f}; {verb}{saving_text(options, choice)} "
+               f"(expected ${cost:.2f} to finish)")  # fmt: skip
+        return enforce(state, Decision(choice, z, why), b)
+
+    def p_up(self, zone: int, now_hours: float, plan: _Plan) -> float:
+        """The chain's probability (the plan's hourly rates) that the zone has capacity now, from
+        what was last seen of it; never seen: the chain's share of time up."""
+        ru, rd = plan.rates
+        q = self.belief_quantile
+        if q is not None:
+            ru, rd = ru * self.model.rate_quantile_factor(1, 1.0 - q), rd * self.model.rate_quantile_factor(0, q)
+        seen = self._last_seen.get(zone)
+        if seen is None:
+            h = int(now_hours % HOURS_PER_DAY)
+            return float(rd[h] / (ru[h] + rd[h]))
+        t, p = seen[0], 1.0 if seen[1] else 0.0
+        t = max(t, now_hours - 2 * HOURS_PER_DAY)  # long since: the start no longer matters
+        while t < now_hours - 1e-9:
+            h = int(math.floor(t + 1e-9)) % HOURS_PER_DAY
+            step = min(now_hours, math.floor(t + 1e-9) + 1.0) - t
+            a, d = float(ru[h]), float(rd[h])
+            pi = d / (a + d)
+            p = pi + (p - pi) * math.exp(-(a + d) * step)
+            t += step
+        return p
 
     def _reason(self, state: DecisionState, m: ZoneModel, choice: Choice, cost: float, plan: _Plan) -> str:
         key = (choice, plan.t0)
@@ -244,6 +315,17 @@ class MarkovDPPolicy(PlacementPolicy):
                f"the optimal policy for it: {verb}{saves} (expected ${cost:.2f} to finish{slack})")  # fmt: skip
         self._last_reason = (key, why)
         return why
+
+
+def _unseen(state: DecisionState) -> bool:
+    """The run's zone is shown available but was not seen (a probe is due, or it was never tried)."""
+    seen, z = state.spot_observed, state.current_zone
+    return seen is not None and not seen[z] and state.spot_available[z] and not holding_spot(state)
+
+
+def _blend(p: float, a: float, b: float) -> float:
+    """p * a + (1 - p) * b, where a branch of chance 0 costs nothing (even infinite)."""
+    return (p * a if p > 0 else 0.0) + ((1.0 - p) * b if p < 1 else 0.0)
 
 
 def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:

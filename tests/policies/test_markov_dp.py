@@ -318,6 +318,9 @@ def test_markov_dp_rejects_bad_parameters():
         get_placement_policy("markov-dp", overhead_ticks=0)
     with pytest.raises(BadInputError, match="slack_price"):
         get_placement_policy("markov-dp", slack_price=-0.01)
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(BadInputError, match="belief_quantile must be in"):
+            get_placement_policy("markov-dp", belief_quantile=bad)
     for bad in (0, 10, 2.5, True, "3"):
         with pytest.raises(BadInputError, match="scenarios must be a whole number from 1 to 9"):
             get_placement_policy("markov-dp-multi-zone", scenarios=bad)

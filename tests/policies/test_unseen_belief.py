@@ -1,0 +1,88 @@
+"""`markov-dp` where the cloud cannot report spot capacity: a zone shown available but not seen
+(a probe is due, or it was never tried) is up only with the chain's probability since it was last
+seen, and a try that finds none drops what was held. Before, it read such a zone as up for sure:
+held on on-demand through an outage, it left on-demand for every probe (a refusal, then on-demand
+started again: three ticks of overhead in every four)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from launcher.policies.base import Choice, DecisionState
+from launcher.policies.markov_dp import MarkovDPPolicy
+from launcher.simulation.engine import SimCase, simulate
+from launcher.simulation.traces import Trace
+
+G = 1 / 15  # 4-minute ticks
+
+
+def state(t: float, *, up: bool, seen: bool | None, held: Choice = Choice.NONE, done: float = 0.0) -> DecisionState:
+    return DecisionState(
+        elapsed_hours=t, work_done_hours=done, work_total_hours=10.0, deadline_hours=30.0,
+        restart_overhead_hours=0.2, current=held, current_zone=0, spot_available=(up,), gap_hours=G,
+        spot_price_usd_per_hour=1.0, on_demand_price_usd_per_hour=3.0,
+        spot_observed=None if seen is None else (seen,),
+    )  # fmt: skip
+
+
+def test_the_belief_follows_the_chain_from_what_was_last_seen():
+    p = MarkovDPPolicy(belief_quantile=None)
+    p.reset()
+    p.decide(state(0.0, up=True, seen=False))  # never seen: the chain's share of time up
+    ru, rd = p.plan.rates
+    share = float(rd[0] / (ru[0] + rd[0]))
+    assert p.p_up(0, 0.0, p.plan) == pytest.approx(share)
+    p.decide(state(G, up=False, seen=True))  # seen down at G
+    rate = float(ru[0] + rd[0])
+    for tau in (0.1, 0.5, 0.9):  # within the run's first hour: one hourly rate
+        assert p.p_up(0, G + tau, p.plan) == pytest.approx(share * (1 - math.exp(-rate * tau)), rel=1e-9)
+    later = [p.p_up(0, G + tau, p.plan) for tau in (0.0, 1.0, 5.0, 30.0, 100.0)]
+    assert later[0] == 0.0 and later == sorted(later) and later[-1] < 1.0
+    hopeful = MarkovDPPolicy(belief_quantile=0.9)
+    hopeful.reset()
+    hopeful.decide(state(0.0, up=True, seen=False))
+    hopeful.decide(state(G, up=False, seen=True))
+    assert hopeful.p_up(0, G + 0.5, hopeful.plan) > p.p_up(0, G + 0.5, p.plan)  # an upper quantile of the rates
+
+
+def outage_case(outage_hours: float) -> SimCase:
+    """Spot up for an hour, gone for `outage_hours`, then up to the end; work 10 h, deadline 13 h:
+    an outage longer than the slack is spent on on-demand."""
+    n = round(40 / G)
+    up_ticks, down_ticks = round(1 / G), round(outage_hours / G)
+    avail = tuple(not (up_ticks <= i < up_ticks + down_ticks) for i in range(n))
+    return SimCase((Trace("outage", G * 3600, avail),), 0, 10.0, 13.0, 0.2, 3.0, 1.0)
+
+
+def test_on_demand_through_an_outage_is_not_dropped_for_every_probe():
+    """Read as up for sure, every probe left on-demand (refused: on-demand again, a restart each) and
+    the slack went on restarts, so spot back at 7 h found none to take it; read with the chain's
+    probability, on-demand is kept through the outage and spot is taken when it comes back."""
+    case = outage_case(6.0)
+    blind = simulate(MarkovDPPolicy(), case, capacity_signal=False)
+    naive = simulate(MarkovDPPolicy(belief=False), case, capacity_signal=False)
+    assert blind.met_deadline and naive.met_deadline
+    assert blind.refused < naive.refused
+    assert naive.spot_hours <= 1.0 + 1e-9 < 3.0 < blind.spot_hours  # spot only before the outage / after it too
+    assert blind.cost < 0.8 * naive.cost
+    longer = outage_case(9.0)  # back at 10 h: too late to pay for a move; no worse than before
+    assert simulate(MarkovDPPolicy(), longer, capacity_signal=False).cost <= simulate(
+        MarkovDPPolicy(belief=False), longer, capacity_signal=False).cost
+
+
+def test_the_reason_names_the_probability_it_acted_on():
+    p = MarkovDPPolicy()
+    p.reset()
+    d = p.decide(state(0.0, up=True, seen=False))
+    assert "capacity not seen (never seen): up with probability" in d.reason
+    p.decide(state(G, up=False, seen=True, held=Choice.NONE))
+    d = p.decide(state(2 * G, up=True, seen=False, held=Choice.ON_DEMAND))
+    assert "seen down 0.1 h ago" in d.reason and "up with probability" in d.reason
+
+
+def test_with_a_capacity_signal_nothing_changes():
+    case = outage_case(6.0)
+    on, off = MarkovDPPolicy(), MarkovDPPolicy(belief=False)
+    assert simulate(on, case) == simulate(off, case)
