@@ -29,6 +29,8 @@ move pays.
 
 from __future__ import annotations
 
+import math
+
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
 from launcher.policies.spells import KnownSpells, SpellTracker
@@ -59,6 +61,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         reserve_by_outages: bool = True,
         insure_after_overheads: float = 6.0,
         known_spells_hours: tuple[tuple[float, float], ...] | None = None,
+        belief: bool = True,
     ) -> None:
         """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
         assumed before any is seen, worth `prior_weight` spells; `hop_margin`: the spell a hop asks
@@ -66,7 +69,9 @@ class DeadlineAwarePolicy(PlacementPolicy):
         they beat waiting per hour of slack (by this factor); `reserve_by_outages`: size the
         reserve by the outages expected (else `reserve_work_fraction` of the work left);
         `known_spells_hours`: per zone (mean up, mean down) to use instead of estimates (the
-        benchmark's known-spells measurement, `spells.KnownSpells`)."""
+        benchmark's known-spells measurement, `spells.KnownSpells`); `belief`: from on-demand, try
+        a zone shown available but not seen (no capacity signal) only where the chance that it has
+        capacity makes the try pay (`_unseen_try_pays`; False: try it as if seen up)."""
         if reserve_overheads < 0 or reserve_work_fraction < 0 or poll_hours <= 0:
             raise ValueError("reserve_overheads and reserve_work_fraction must be >= 0, poll_hours > 0")
         if prior_up_hours <= 0 or prior_down_hours <= 0 or prior_weight <= 0:
@@ -85,7 +90,8 @@ class DeadlineAwarePolicy(PlacementPolicy):
         self.reserve_by_outages = reserve_by_outages
         self.insure_after_overheads = insure_after_overheads
         self.known_spells_hours = known_spells_hours
-        self.spells = self._tracker()
+        self.belief = belief
+        self.reset()
 
     def _tracker(self) -> SpellTracker:
         if self.known_spells_hours is not None:
@@ -94,6 +100,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
 
     def reset(self) -> None:
         self.spells = self._tracker()
+        self._last_seen: dict[int, tuple[float, bool]] = {}  # zone -> (when, up) it was last seen
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self.spells.seed_up(zone, up_hours, preemptions)
@@ -162,7 +169,39 @@ class DeadlineAwarePolicy(PlacementPolicy):
 
     def _observe(self, state: DecisionState) -> None:
         """Per-run bookkeeping before each decision: the spells seen so far."""
-        self.spells.observe(state.elapsed_hours, seen_capacity(state))
+        seen = seen_capacity(state)
+        self.spells.observe(state.elapsed_hours, seen)
+        for z, up in enumerate(seen):
+            if up is not None:
+                self._last_seen[z] = (state.elapsed_hours, up)
+
+    def p_up(self, z: int, now_hours: float) -> float:
+        """Chance that zone z has capacity now, for a two-state chain of its mean spells, from what
+        was last seen of it (never seen: its share of time up)."""
+        u, d = self.spells.mean_up(z), self.spells.mean_down(z)
+        share = u / (u + d)
+        seen = self._last_seen.get(z)
+        if seen is None:
+            return share
+        start = 1.0 if seen[1] else 0.0
+        return share + (start - share) * math.exp(-(1.0 / u + 1.0 / d) * max(0.0, now_hours - seen[0]))
+
+    def _unseen_try_pays(self, state: DecisionState, target: int) -> tuple[bool, str]:
+        """From on-demand, into a zone shown available but not seen (a probe on a cloud that cannot
+        report capacity): a try found empty has dropped on-demand, whose restart it pays. Worth it
+        when the chance of capacity times what a hop saves (a spell's spot discount less its two
+        restarts) beats the chance of none times that restart."""
+        seen = state.spot_observed
+        if seen is None or seen[target] or not self.belief:
+            return True, ""
+        o = state.restart_overhead_hours
+        od, sp = prices(state)
+        p = self.p_up(target, state.elapsed_hours)
+        gain = self.spells.mean_up(target) * (od - sp) - 2 * o * od
+        pays = p * gain > (1.0 - p) * o * od
+        last = self._last_seen.get(target)
+        since = "never seen" if last is None else f"seen {'up' if last[1] else 'down'} {state.elapsed_hours - last[0]:.1f} h ago"
+        return pays, f"capacity not seen ({since}): up with probability {p:.2f}"  
 
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone
@@ -181,9 +220,13 @@ class DeadlineAwarePolicy(PlacementPolicy):
         if target is not None and state.current is Choice.ON_DEMAND:
             need = self.hop_need_hours(state)
             spell = self.spells.mean_up(target)
-            if spell >= need:
+            pays, seen = self._unseen_try_pays(state, target) if spell >= need else (False, "")
+            if pays:
                 why = f"spot back (spells ~{spell:.2f} h >= {need:.2f} h to pay for the move): leave on-demand"
-                return enforce(state, Decision(Choice.SPOT, target, why), b)
+                return enforce(state, Decision(Choice.SPOT, target, f"{seen}; try spot: {why}" if seen else why), b)
+            if seen:
+                why = f"{seen}: a try found empty would cost on-demand's restart, keep on-demand"
+                return enforce(state, Decision(Choice.ON_DEMAND, z, why), b)
             why = f"spot back but spells ~{spell:.2f} h < {need:.2f} h: a move would not pay, keep on-demand"
             return enforce(state, Decision(Choice.ON_DEMAND, z, why), b)
         if target is not None:

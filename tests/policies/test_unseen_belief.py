@@ -86,3 +86,23 @@ def test_with_a_capacity_signal_nothing_changes():
     case = outage_case(6.0)
     on, off = MarkovDPPolicy(), MarkovDPPolicy(belief=False)
     assert simulate(on, case) == simulate(off, case)
+
+
+def test_deadline_aware_leaves_on_demand_for_an_unseen_zone_only_where_the_try_pays():
+    """The rule-based default weighs the same outcomes with its spells' chain: on-demand through the
+    outage is not dropped for probes it expects to be refused (each one a restart of on-demand)."""
+    from launcher.policies.deadline_aware import DeadlineAwarePolicy
+
+    case = outage_case(6.0)
+    blind = simulate(DeadlineAwarePolicy(), case, capacity_signal=False)
+    naive = simulate(DeadlineAwarePolicy(belief=False), case, capacity_signal=False)
+    assert blind.met_deadline and naive.met_deadline
+    assert blind.starts < naive.starts and blind.refused < naive.refused and blind.cost < naive.cost
+    p = DeadlineAwarePolicy()
+    p.reset()
+    p.decide(state(0.0, up=False, seen=True))
+    d = p.decide(state(G, up=True, seen=False, held=Choice.ON_DEMAND))
+    assert d.choice is Choice.ON_DEMAND and "seen down 0.1 h ago): up with probability 0.0" in d.reason
+    assert p.p_up(0, G) < p.p_up(0, 1.0) < p.p_up(0, 100.0) == pytest.approx(
+        p.spells.mean_up(0) / (p.spells.mean_up(0) + p.spells.mean_down(0)))
+    assert simulate(DeadlineAwarePolicy(), case) == simulate(DeadlineAwarePolicy(belief=False), case)  # signalled: unchanged
