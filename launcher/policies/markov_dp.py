@@ -257,33 +257,32 @@ class MarkovDPPolicy(PlacementPolicy):
         staying and waiting go on with capacity up or down in that proportion."""
         z = state.current_zone
         p_up = self.p_up(z, state.elapsed_hours, plan)
-        owed = state.overhead_remaining_hours
-        up = plan.options(state, state.current, owed, True)
-        down = plan.options(state, state.current, owed, False)
-        if not up or not down:  # past the plan's work: the table's own reading
+        options = blended_options(state, plan, state.current, state.overhead_remaining_hours, p_up)
+        if options is None:  # past the plan's work: the table's own reading
             return None
-        options = {c: _blend(p_up, up[c], down[c]) for c in (Choice.NONE, Choice.ON_DEMAND)}
-        options[Choice.SPOT] = _blend(p_up, up[Choice.SPOT], down[Choice.NONE])
         choice = pick_action(options, state.current, True, plan.margin)
         cost = options[choice]
         if not math.isfinite(cost):
             return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
-        seen = self._last_seen.get(z)
-        since = ("never seen" if seen is None else
-                 f"seen {'up' if seen[1] else 'down'} {state.elapsed_hours - seen[0]:.1f} h ago")  # fmt: skip
+        since = self.since_text(z, state.elapsed_hours)
         verb = {Choice.SPOT: "try spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
         why = (f"zone model: {estimate_text(self.model, self.scenarios)}; capacity not seen ({since}): "
                f"up with probability {p_up:.2f}; {verb}{saving_text(options, choice)} "
                f"(expected ${cost:.2f} to finish)")  # fmt: skip
         return enforce(state, Decision(choice, z, why), b)
 
-    def p_up(self, zone: int, now_hours: float, plan: _Plan) -> float:
-        """The chain's probability (the plan's hourly rates) that the zone has capacity now, from
-        what was last seen of it; never seen: the chain's share of time up."""
-        ru, rd = plan.rates
-        q = self.belief_quantile
+    def since_text(self, zone: int, now_hours: float) -> str:
+        seen = self._last_seen.get(zone)
+        return "never seen" if seen is None else f"seen {'up' if seen[1] else 'down'} {now_hours - seen[0]:.1f} h ago"
+
+    def p_up(self, zone: int, now_hours: float, plan: _Plan | None, model: ZoneModel | None = None) -> float:
+        """The chain's probability (the plan's hourly rates, or without a plan the model's; `model`,
+        default the run's, for the quantile) that the zone has capacity now, from what was last seen
+        of it; never seen: the chain's share of time up."""
+        q, m = self.belief_quantile, model or self.model
+        ru, rd = plan.rates if plan is not None else _hourly_rates(m)
         if q is not None:
-            ru, rd = ru * self.model.rate_quantile_factor(1, 1.0 - q), rd * self.model.rate_quantile_factor(0, q)
+            ru, rd = ru * m.rate_quantile_factor(1, 1.0 - q), rd * m.rate_quantile_factor(0, q)
         seen = self._last_seen.get(zone)
         if seen is None:
             h = int(now_hours % HOURS_PER_DAY)
@@ -319,8 +318,27 @@ class MarkovDPPolicy(PlacementPolicy):
 
 def _unseen(state: DecisionState) -> bool:
     """The run's zone is shown available but was not seen (a probe is due, or it was never tried)."""
-    seen, z = state.spot_observed, state.current_zone
-    return seen is not None and not seen[z] and state.spot_available[z] and not holding_spot(state)
+    return unseen(state, state.current_zone) and not holding_spot(state)
+
+
+def unseen(state: DecisionState, zone: int) -> bool:
+    """A zone shown available but not seen at this decision (a probe is due, or it was never tried)."""
+    seen = state.spot_observed
+    return seen is not None and not seen[zone] and state.spot_available[zone]
+
+
+def blended_options(state: DecisionState, plan: _Plan, held: Choice, owed_hours: float,
+                    p_up: float) -> dict[Choice, float] | None:  # fmt: skip
+    """Each action's expected cost to finish where the plan's zone has capacity with chance `p_up`:
+    staying or waiting go on with capacity up or down in that proportion; a try at spot that finds
+    none holds nothing for the tick (what was held is gone). None past the plan's work."""
+    up = plan.options(state, held, owed_hours, True)
+    down = plan.options(state, held, owed_hours, False)
+    if not up or not down:
+        return None
+    options = {c: _blend(p_up, up[c], down[c]) for c in (Choice.NONE, Choice.ON_DEMAND)}
+    options[Choice.SPOT] = _blend(p_up, up[Choice.SPOT], down[Choice.NONE])
+    return options
 
 
 def _blend(p: float, a: float, b: float) -> float:

@@ -37,8 +37,10 @@ import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, seen_capacity
+from launcher.policies.chain_dp import pick_action
 from launcher.policies.deadline_aware import prices
-from launcher.policies.markov_dp import MarkovDPPolicy, _hourly_rates, _Plan, _Solve, estimate_text, saving_text
+from launcher.policies.markov_dp import (MarkovDPPolicy, _blend, _hourly_rates, _Plan, _Solve, blended_options,
+                                         estimate_text, saving_text, unseen)  # fmt: skip
 from launcher.policies.safety import Budget, enforce
 
 _VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}
@@ -91,6 +93,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                     m.seed_up(*self._seeds[z])
             if up is not None:
                 m.observe(state.elapsed_hours, up)
+                self._last_seen[z] = (state.elapsed_hours, up)
         self.model = self.models[state.current_zone]  # what the reasons of `markov-dp` read
 
     def _begin(self, state: DecisionState, z: int) -> None:
@@ -175,12 +178,29 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         h = self._home
         cost, choice = scored[h]
         pick = h
+        held, owed = _held(state)
+        t, beliefs = state.elapsed_hours, {}
+        home_wait = None  # the home plan's value of holding nothing for this tick (a refused try's)
+        if self.belief and unseen(state, h):  # the home zone's capacity as a chance, as `markov-dp` reads it
+            plan = self.plans[h]
+            beliefs[h] = self.p_up(h, t, plan, self.models[h])
+            options = blended_options(state, plan, held, owed, beliefs[h])
+            if options is not None:
+                choice = pick_action(options, held, True, plan.margin)
+                cost, home_wait = options[choice], options[Choice.NONE]
+        home = (cost, choice)
         if choice is not Choice.SPOT:
             margin = self.move_margin * state.restart_overhead_hours * prices(state)[1]
             if self.price_stand_in:
                 others = [k for k, a in enumerate(state.spot_available) if a and k != h]
                 path = self._home_path(state) if others else None
                 up = {k: self._stand_in_cost(state, k, path) if path is not None else math.inf for k in others}
+                for k in up:
+                    if self.belief and unseen(state, k) and math.isfinite(up[k]):
+                        if home_wait is None:
+                            home_wait = self.plans[h].options(state, held, owed, state.spot_available[h]).get(Choice.NONE, math.inf)
+                        beliefs[k] = self.p_up(k, t, self.plans.get(k), self.models[k])
+                        up[k] = _blend(beliefs[k], up[k], home_wait)
                 k = min(up, key=lambda k: (up[k], k)) if up else None
                 if k is not None and up[k] < cost - margin:
                     pick, cost, choice = k, up[k], Choice.SPOT
@@ -189,6 +209,11 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 k = min(up, key=lambda k: (scored[k][0], k)) if up else None
                 if k is not None and scored[k][0] < cost - margin:
                     pick, (cost, choice) = k, scored[k]
+        if pick in beliefs:
+            scored = {**scored, h: home}
+            why = self._why(state, pick, choice, cost, scored, ref=h)
+            why += f"; zone {pick} capacity not seen ({self.since_text(pick, t)}): up with probability {beliefs[pick]:.2f}"
+            return enforce(state, Decision(choice, pick if choice is Choice.SPOT else state.current_zone, why), b)
         zone = pick if choice is Choice.SPOT else state.current_zone
         return enforce(state, Decision(choice, zone, self._why(state, pick, choice, cost, scored, ref=h)), b)
 

@@ -106,3 +106,32 @@ def test_deadline_aware_leaves_on_demand_for_an_unseen_zone_only_where_the_try_p
     assert p.p_up(0, G) < p.p_up(0, 1.0) < p.p_up(0, 100.0) == pytest.approx(
         p.spells.mean_up(0) / (p.spells.mean_up(0) + p.spells.mean_down(0)))
     assert simulate(DeadlineAwarePolicy(), case) == simulate(DeadlineAwarePolicy(belief=False), case)  # signalled: unchanged
+
+
+def test_the_multi_zone_twin_weighs_an_unseen_zone_it_would_stand_in_for():
+    """On on-demand, every zone just refused: a zone whose probe is due a tick later is no stand-in
+    worth leaving on-demand for (read as up for sure, it was)."""
+    from launcher.policies.markov_dp_multi_zone import MarkovDPMultiZonePolicy
+
+    def two(t: float, avail: tuple[bool, bool], seen: tuple[bool, bool]) -> DecisionState:
+        return DecisionState(
+            elapsed_hours=t, work_done_hours=max(0.0, t - 0.2), work_total_hours=10.0, deadline_hours=13.0,
+            restart_overhead_hours=0.2, current=Choice.ON_DEMAND, current_zone=0, spot_available=avail,
+            gap_hours=G, spot_price_usd_per_hour=1.0, on_demand_price_usd_per_hour=3.0, spot_observed=seen,
+        )  # fmt: skip
+
+    choices = {}
+    for belief in (True, False):
+        p = MarkovDPMultiZonePolicy(belief=belief)
+        p.reset()
+        p.decide(two(0.0, (False, False), (True, True)))
+        d = p.decide(two(G, (False, True), (True, False)))
+        choices[belief] = d
+    assert (choices[False].choice, choices[False].zone) == (Choice.SPOT, 1)
+    assert choices[True].choice is Choice.ON_DEMAND
+    p = MarkovDPMultiZonePolicy()
+    p.reset()
+    p.decide(two(0.0, (False, False), (True, True)))
+    d = p.decide(two(2.0, (False, True), (True, False)))  # zone 1 last seen down 2 h ago: likely back
+    assert (d.choice, d.zone) == (Choice.SPOT, 1)
+    assert "zone 1 capacity not seen (seen down 2.0 h ago): up with probability" in d.reason
