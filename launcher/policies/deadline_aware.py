@@ -200,8 +200,9 @@ class DeadlineAwarePolicy(PlacementPolicy):
         gain = self.spells.mean_up(target) * (od - sp) - 2 * o * od
         pays = p * gain > (1.0 - p) * o * od
         last = self._last_seen.get(target)
-        since = "never seen" if last is None else f"seen {'up' if last[1] else 'down'} {state.elapsed_hours - last[0]:.1f} h ago"
-        return pays, f"capacity not seen ({since}): up with probability {p:.2f}"  
+        since = "never seen" if last is None else (
+            f"seen {'up' if last[1] else 'down'} {state.elapsed_hours - last[0]:.1f} h ago")
+        return pays, f"capacity not seen ({since}): up with probability {p:.2f}"
 
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone

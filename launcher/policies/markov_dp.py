@@ -262,8 +262,9 @@ class MarkovDPPolicy(PlacementPolicy):
             return None
         choice = pick_action(options, state.current, True, plan.margin)
         cost = options[choice]
-        if not math.isfinite(cost):
-            return Decision(fallback.choice, fallback.zone, f"no model plan keeps the reserve; deadline-aware: {fallback.reason}")
+        if not math.isfinite(cost):  # as in `_choose`: the rule-based policy
+            why = f"no model plan keeps the reserve; deadline-aware: {fallback.reason}"
+            return Decision(fallback.choice, fallback.zone, why)
         since = self.since_text(z, state.elapsed_hours)
         verb = {Choice.SPOT: "try spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
         why = (f"zone model: {estimate_text(self.model, self.scenarios)}; capacity not seen ({since}): "

@@ -181,6 +181,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         held, owed = _held(state)
         t, beliefs = state.elapsed_hours, {}
         home_wait = None  # the home plan's value of holding nothing for this tick (a refused try's)
+        home_options: dict[Choice, float] = {}
         if self.belief and unseen(state, h):  # the home zone's capacity as a chance, as `markov-dp` reads it
             plan = self.plans[h]
             beliefs[h] = self.p_up(h, t, plan, self.models[h])
@@ -188,6 +189,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
             if options is not None:
                 choice = pick_action(options, held, True, plan.margin)
                 cost, home_wait = options[choice], options[Choice.NONE]
+                home_options = options
         home = (cost, choice)
         if choice is not Choice.SPOT:
             margin = self.move_margin * state.restart_overhead_hours * prices(state)[1]
@@ -198,7 +200,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 for k in up:
                     if self.belief and unseen(state, k) and math.isfinite(up[k]):
                         if home_wait is None:
-                            home_wait = self.plans[h].options(state, held, owed, state.spot_available[h]).get(Choice.NONE, math.inf)
+                            waits = self.plans[h].options(state, held, owed, state.spot_available[h])
+                            home_wait = waits.get(Choice.NONE, math.inf)
                         beliefs[k] = self.p_up(k, t, self.plans.get(k), self.models[k])
                         up[k] = _blend(beliefs[k], up[k], home_wait)
                 k = min(up, key=lambda k: (up[k], k)) if up else None
@@ -210,9 +213,14 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 if k is not None and scored[k][0] < cost - margin:
                     pick, (cost, choice) = k, scored[k]
         if pick in beliefs:
-            scored = {**scored, h: home}
-            why = self._why(state, pick, choice, cost, scored, ref=h)
-            why += f"; zone {pick} capacity not seen ({self.since_text(pick, t)}): up with probability {beliefs[pick]:.2f}"
+            seen = (f"zone {pick} capacity not seen ({self.since_text(pick, t)}): "
+                    f"up with probability {beliefs[pick]:.2f}")
+            if pick == h:  # the home plan read with the chance, as `markov-dp` does
+                why = (f"zone {h} model: {estimate_text(self.models[h], self.scenarios)}; {seen}; "
+                       f"{_VERB[choice]}{saving_text(home_options, choice)} "
+                       f"(expected ${cost:.2f} to finish)")  # fmt: skip
+            else:
+                why = f"{self._why(state, pick, choice, cost, {**scored, h: home}, ref=h)}; {seen}"
             return enforce(state, Decision(choice, pick if choice is Choice.SPOT else state.current_zone, why), b)
         zone = pick if choice is Choice.SPOT else state.current_zone
         return enforce(state, Decision(choice, zone, self._why(state, pick, choice, cost, scored, ref=h)), b)
