@@ -266,7 +266,7 @@ class MarkovDPPolicy(PlacementPolicy):
             why = f"no model plan keeps the reserve; deadline-aware: {fallback.reason}"
             return Decision(fallback.choice, fallback.zone, why)
         since = self.since_text(z, state.elapsed_hours)
-        verb = {Choice.SPOT: "try spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
+        verb = "try spot" if choice is Choice.SPOT else VERB[choice]
         why = (f"zone model: {estimate_text(self.model, self.scenarios)}; capacity not seen ({since}): "
                f"up with probability {p_up:.2f}; {verb}{saving_text(options, choice)} "
                f"(expected ${cost:.2f} to finish)")  # fmt: skip
@@ -303,7 +303,7 @@ class MarkovDPPolicy(PlacementPolicy):
         key = (choice, plan.t0)
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
-        verb = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}[choice]
+        verb = VERB[choice]
         slack = ""
         if plan.slack_usd_per_hour > 0:  # what an idle hour is charged at this decision's slack
             o = state.restart_overhead_hours
@@ -448,6 +448,7 @@ class _Plan:
         return i, self.w_ticks - math.ceil(left / g - 1e-6), math.ceil(owed_hours / g - 1e-6)
 
 
+VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}  # what a reason says was chosen
 _NAME = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "waiting"}
 
 

@@ -39,11 +39,9 @@ from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, seen_capacity
 from launcher.policies.chain_dp import pick_action
 from launcher.policies.deadline_aware import prices
-from launcher.policies.markov_dp import (MarkovDPPolicy, _blend, _hourly_rates, _Plan, _Solve, blended_options,
-                                         estimate_text, saving_text, unseen)  # fmt: skip
+from launcher.policies.markov_dp import (VERB, MarkovDPPolicy, _blend, _hourly_rates, _Plan, _Solve,
+                                         blended_options, estimate_text, saving_text, unseen)  # fmt: skip
 from launcher.policies.safety import Budget, enforce
-
-_VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}
 
 
 class MarkovDPMultiZonePolicy(MarkovDPPolicy):
@@ -217,7 +215,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                     f"up with probability {beliefs[pick]:.2f}")
             if pick == h:  # the home plan read with the chance, as `markov-dp` does
                 why = (f"zone {h} model: {estimate_text(self.models[h], self.scenarios)}; {seen}; "
-                       f"{_VERB[choice]}{saving_text(home_options, choice)} "
+                       f"{VERB[choice]}{saving_text(home_options, choice)} "
                        f"(expected ${cost:.2f} to finish)")  # fmt: skip
             else:
                 why = f"{self._why(state, pick, choice, cost, {**scored, h: home}, ref=h)}; {seen}"
@@ -291,15 +289,15 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
             held, owed = _held(state)
             plan = self.plans.get(pick)
             saves = saving_text(plan.options(state, held, owed, state.spot_available[pick]), choice) if plan else ""
-            why = f"{est}; the optimal policy for it: {_VERB[choice]}{saves} (expected ${cost:.2f} to finish)"
+            why = f"{est}; the optimal policy for it: {VERB[choice]}{saves} (expected ${cost:.2f} to finish)"
         elif ref is not None:
             why = (f"{est}; its spot stands in for zone {z}'s plan (expected ${cost:.2f} to finish, "
                    f"${scored[z][0] - cost:.2f} less than with zone {z}'s plan)")  # fmt: skip
         elif z in scored:
-            why = (f"{est}; committing to it: {_VERB[choice]} (expected ${cost:.2f} to finish, "
+            why = (f"{est}; committing to it: {VERB[choice]} (expected ${cost:.2f} to finish, "
                    f"${scored[z][0] - cost:.2f} less than with zone {z}'s plan)")  # fmt: skip
         else:
-            why = f"{est}; committing to it: {_VERB[choice]} (expected ${cost:.2f} to finish; zone {z} has no plan yet)"
+            why = f"{est}; committing to it: {VERB[choice]} (expected ${cost:.2f} to finish; zone {z} has no plan yet)"
         self._last_reason = (key, why)
         return why
 
