@@ -117,6 +117,10 @@ class MarkovDPPolicy(PlacementPolicy):
         if belief_quantile is not None and not 0.0 < belief_quantile < 1.0:
             raise ValueError("belief_quantile must be in (0, 1), or None for the posterior mean")
         self.belief, self.belief_quantile = belief, belief_quantile
+        if belief and belief_quantile is not None:
+            # The quantile's import (scipy.special, a few hundred ms once) at construction, not
+            # inside the first decision on a cloud without a capacity signal.
+            import scipy.special  # noqa: F401
         self._zone_priors: dict[int, float] = {}
         self.reset()
 
