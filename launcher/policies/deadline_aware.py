@@ -29,9 +29,9 @@ move pays.
 
 from __future__ import annotations
 
-import math
 
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
+from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
 from launcher.policies.spells import KnownSpells, SpellTracker
 
@@ -100,7 +100,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
 
     def reset(self) -> None:
         self.spells = self._tracker()
-        self._last_seen: dict[int, tuple[float, bool]] = {}  # zone -> (when, up) it was last seen
+        self.last_seen = LastSeen()
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self.spells.seed_up(zone, up_hours, preemptions)
@@ -172,19 +172,16 @@ class DeadlineAwarePolicy(PlacementPolicy):
         seen = seen_capacity(state)
         self.spells.observe(state.elapsed_hours, seen)
         for z, up in enumerate(seen):
-            if up is not None:
-                self._last_seen[z] = (state.elapsed_hours, up)
+            self.last_seen.observe(z, state.elapsed_hours, up)
 
     def p_up(self, z: int, now_hours: float) -> float:
         """Chance that zone z has capacity now, for a two-state chain of its mean spells, from what
         was last seen of it (never seen: its share of time up)."""
         u, d = self.spells.mean_up(z), self.spells.mean_down(z)
-        share = u / (u + d)
-        seen = self._last_seen.get(z)
+        seen = self.last_seen.get(z)
         if seen is None:
-            return share
-        start = 1.0 if seen[1] else 0.0
-        return share + (start - share) * math.exp(-(1.0 / u + 1.0 / d) * max(0.0, now_hours - seen[0]))
+            return u / (u + d)
+        return chain_p_up(1.0 if seen[1] else 0.0, 1.0 / u, 1.0 / d, now_hours - seen[0])
 
     def _unseen_try_pays(self, state: DecisionState, target: int) -> tuple[bool, str]:
         """From on-demand, into a zone shown available but not seen (a probe on a cloud that cannot
@@ -199,9 +196,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         p = self.p_up(target, state.elapsed_hours)
         gain = self.spells.mean_up(target) * (od - sp) - 2 * o * od
         pays = p * gain > (1.0 - p) * o * od
-        last = self._last_seen.get(target)
-        since = "never seen" if last is None else (
-            f"seen {'up' if last[1] else 'down'} {state.elapsed_hours - last[0]:.1f} h ago")
+        since = self.last_seen.since_text(target, state.elapsed_hours)
         return pays, f"capacity not seen ({since}): up with probability {p:.2f}"
 
     def decide(self, state: DecisionState) -> Decision:

@@ -53,6 +53,7 @@ from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.chain_dp import pick_action, solve_chain
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
+from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
 
 class MarkovDPPolicy(PlacementPolicy):
@@ -139,7 +140,7 @@ class MarkovDPPolicy(PlacementPolicy):
         self._pending_t = -math.inf
         self._last_reason: tuple | None = None
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
-        self._last_seen: dict[int, tuple[float, bool]] = {}  # zone -> (when, up) it was last seen
+        self.last_seen = LastSeen()
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self._seeds[zone] = (up_hours, preemptions)
@@ -155,7 +156,7 @@ class MarkovDPPolicy(PlacementPolicy):
         up = seen_capacity(state)[z]
         if up is not None:
             self.model.observe(state.elapsed_hours, up)
-            self._last_seen[z] = (state.elapsed_hours, up)
+            self.last_seen.observe(z, state.elapsed_hours, up)
         return self.model
 
     # ---- solving ----------------------------------------------------------------------------------
@@ -269,16 +270,12 @@ class MarkovDPPolicy(PlacementPolicy):
         if not math.isfinite(cost):  # as in `_choose`: the rule-based policy
             why = f"no model plan keeps the reserve; deadline-aware: {fallback.reason}"
             return Decision(fallback.choice, fallback.zone, why)
-        since = self.since_text(z, state.elapsed_hours)
+        since = self.last_seen.since_text(z, state.elapsed_hours)
         verb = "try spot" if choice is Choice.SPOT else VERB[choice]
         why = (f"zone model: {estimate_text(self.model, self.scenarios)}; capacity not seen ({since}): "
                f"up with probability {p_up:.2f}; {verb}{saving_text(options, choice)} "
                f"(expected ${cost:.2f} to finish)")  # fmt: skip
         return enforce(state, Decision(choice, z, why), b)
-
-    def since_text(self, zone: int, now_hours: float) -> str:
-        seen = self._last_seen.get(zone)
-        return "never seen" if seen is None else f"seen {'up' if seen[1] else 'down'} {now_hours - seen[0]:.1f} h ago"
 
     def p_up(self, zone: int, now_hours: float, plan: _Plan | None, model: ZoneModel | None = None) -> float:
         """The chain's probability (the plan's hourly rates, or without a plan the model's; `model`,
@@ -288,7 +285,7 @@ class MarkovDPPolicy(PlacementPolicy):
         ru, rd = plan.rates if plan is not None else _hourly_rates(m)
         if q is not None:
             ru, rd = ru * m.rate_quantile_factor(1, 1.0 - q), rd * m.rate_quantile_factor(0, q)
-        seen = self._last_seen.get(zone)
+        seen = self.last_seen.get(zone)
         if seen is None:
             h = int(now_hours % HOURS_PER_DAY)
             return float(rd[h] / (ru[h] + rd[h]))
@@ -297,9 +294,7 @@ class MarkovDPPolicy(PlacementPolicy):
         while t < now_hours - 1e-9:
             h = int(math.floor(t + 1e-9)) % HOURS_PER_DAY
             step = min(now_hours, math.floor(t + 1e-9) + 1.0) - t
-            a, d = float(ru[h]), float(rd[h])
-            pi = d / (a + d)
-            p = pi + (p - pi) * math.exp(-(a + d) * step)
+            p = chain_p_up(p, float(ru[h]), float(rd[h]), step)
             t += step
         return p
 

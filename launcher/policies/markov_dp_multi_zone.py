@@ -91,7 +91,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                     m.seed_up(*self._seeds[z])
             if up is not None:
                 m.observe(state.elapsed_hours, up)
-                self._last_seen[z] = (state.elapsed_hours, up)
+                self.last_seen.observe(z, state.elapsed_hours, up)
         self.model = self.models[state.current_zone]  # what the reasons of `markov-dp` read
 
     def _begin(self, state: DecisionState, z: int) -> None:
@@ -211,7 +211,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 if k is not None and scored[k][0] < cost - margin:
                     pick, (cost, choice) = k, scored[k]
         if pick in beliefs:
-            seen = (f"zone {pick} capacity not seen ({self.since_text(pick, t)}): "
+            seen = (f"zone {pick} capacity not seen ({self.last_seen.since_text(pick, t)}): "
                     f"up with probability {beliefs[pick]:.2f}")
             if pick == h:  # the home plan read with the chance, as `markov-dp` does
                 why = (f"zone {h} model: {estimate_text(self.models[h], self.scenarios)}; {seen}; "

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from launcher.policies.base import Choice, DecisionState
+from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.markov_dp import MarkovDPPolicy
 from launcher.simulation.engine import SimCase, simulate
 from launcher.simulation.traces import Trace
@@ -45,6 +46,20 @@ def test_the_belief_follows_the_chain_from_what_was_last_seen():
     hopeful.decide(state(0.0, up=True, seen=False))
     hopeful.decide(state(G, up=False, seen=True))
     assert hopeful.p_up(0, G + 0.5, hopeful.plan) > p.p_up(0, G + 0.5, p.plan)  # an upper quantile of the rates
+
+
+def test_the_chain_relaxes_to_its_share_up_and_the_reason_says_when_it_was_seen():
+    assert chain_p_up(0.0, 0.5, 0.25, 0.0) == 0.0 and chain_p_up(1.0, 0.5, 0.25, 0.0) == 1.0
+    assert chain_p_up(0.0, 0.5, 0.25, 1e3) == pytest.approx(1 / 3) == chain_p_up(1.0, 0.5, 0.25, 1e3)
+    assert chain_p_up(1.0, 0.5, 0.25, 2.0) == pytest.approx(1 / 3 + 2 / 3 * math.exp(-1.5))
+    assert chain_p_up(0.0, 0.5, 0.25, -1.0) == 0.0  # a clock read twice: no time has passed
+    seen = LastSeen()
+    seen.observe(1, 2.0, None)  # not seen at this decision: nothing recorded
+    assert seen.get(1) is None and seen.since_text(1, 3.0) == "never seen"
+    seen.observe(1, 2.0, False)
+    assert seen.get(1) == (2.0, False) and seen.since_text(1, 2.84) == "seen down 0.8 h ago"
+    seen.observe(1, 3.0, True)
+    assert seen.since_text(1, 3.0) == "seen up 0.0 h ago"
 
 
 def outage_case(outage_hours: float) -> SimCase:
