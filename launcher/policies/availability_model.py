@@ -25,6 +25,13 @@ likelihood, which keeps the posterior Gamma):
 
 Without `cycle_prior` (the `expected-cost` policy) `w` is 1.
 
+Where the cloud cannot report capacity, a run sees a zone only while it holds a cluster there or
+tries one; between two observations it assumes the earlier state held (a short wait between probes of
+a zone seen down is most likely down throughout). With `gap_spells` set, a gap longer than that many
+of the earlier state's mean spells is no evidence: the spell then running is closed as censored (its
+time counts, no end) and a new one starts at the next observation. Otherwise a day on on-demand
+between a zone seen down and seen up again would be counted as one day-long outage.
+
 Predictions use the posterior predictive, not only the mean rate: the chance that an up spell
 survives `dt` hours is E[exp(-λ dt)] = (β / (β + dt))^α, heavier-tailed than exp(-mean λ dt) while
 evidence is thin (a few spells), converging to it as spells are seen.
@@ -42,12 +49,18 @@ class ZoneModel:
     """One zone's spells up and down, by hour of the run's day."""
 
     __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "bin_weight", "_state", "_since", "_last",
-                 "_exp", "_ends", "_bexp", "_bends", "_prior_logit", "_llr", "_sday", "_sexp", "_sends")  # fmt: skip
+                 "_exp", "_ends", "_bexp", "_bends", "_prior_logit", "_llr", "_sday", "_sexp", "_sends",
+                 "gap_spells")  # fmt: skip
 
     def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 0.5,
-                 bin_weight: float = 1.0, cycle_prior: float | None = None) -> None:  # fmt: skip
+                 bin_weight: float = 1.0, cycle_prior: float | None = None,
+                 gap_spells: float | None = None) -> None:  # fmt: skip
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight) <= 0:
             raise ValueError("model priors and weights must be > 0")
+        if gap_spells is not None and (isinstance(gap_spells, bool) or not isinstance(gap_spells, int | float)
+                                       or not gap_spells > 0):  # fmt: skip
+            raise ValueError("gap_spells must be > 0, or None")
+        self.gap_spells = gap_spells
         if cycle_prior is not None and not 0.0 < cycle_prior < 1.0:
             raise ValueError("cycle_prior must be in (0, 1)")
         self._prior_logit = None if cycle_prior is None else math.log(cycle_prior / (1.0 - cycle_prior))
@@ -76,6 +89,10 @@ class ZoneModel:
         if dt < 0:
             return
         s = int(self._state)
+        if self.gap_spells is not None and dt > self.gap_spells * self.mean_hours(s):
+            self._exp[s] += self._last - self._since  # the spell seen so far: censored, no end
+            self._state, self._since, self._last = up, now_hours, now_hours
+            return
         if dt > 0:
             self._add_time(s, self._last, now_hours)
         if up != self._state:

@@ -66,7 +66,7 @@ class MarkovDPPolicy(PlacementPolicy):
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
                  scenarios: int = 1, poll_hours: float = DEFAULT_POLL_HOURS, belief: bool = True,
-                 belief_quantile: float | None = 0.999) -> None:  # fmt: skip
+                 belief_quantile: float | None = 0.999, gap_spells: float | None = 3.0) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set) and `scenarios` (a spread
         gains on the tuning set and loses on both judging sets); see docs/policy-experiments.md.
@@ -88,7 +88,9 @@ class MarkovDPPolicy(PlacementPolicy):
         probability since it was last seen (`p_up`; False: up for sure, as before); `belief_quantile`:
         that probability from the rates at this posterior quantile on the hopeful side (long spells
         up, short ones down; None: the posterior mean), so a zone seen little, or seen only long
-        ago, is looked at again."""
+        ago, is looked at again; `gap_spells`: a time between two observations of the zone longer
+        than this many of its mean spells in the earlier state is not counted as that state
+        (`ZoneModel`; only a run without a capacity signal leaves such gaps; None: always counted)."""
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
             raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
         if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1 or chunk_width < 1:
@@ -118,6 +120,10 @@ class MarkovDPPolicy(PlacementPolicy):
         if belief_quantile is not None and not 0.0 < belief_quantile < 1.0:
             raise ValueError("belief_quantile must be in (0, 1), or None for the posterior mean")
         self.belief, self.belief_quantile = belief, belief_quantile
+        if gap_spells is not None and (isinstance(gap_spells, bool) or not isinstance(gap_spells, int | float)
+                                       or not gap_spells > 0):  # fmt: skip
+            raise ValueError("gap_spells must be > 0, or None")
+        self.gap_spells = gap_spells
         if belief and belief_quantile is not None:
             # The quantile's import (scipy.special, a few hundred ms once) at construction, not
             # inside the first decision on a cloud without a capacity signal.
@@ -150,7 +156,8 @@ class MarkovDPPolicy(PlacementPolicy):
         z = state.current_zone
         if self.model is None:
             up = self._zone_priors.get(z, self.prior_up_hours)
-            self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight, self.cycle_prior)
+            self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight, self.cycle_prior,
+                                   self.gap_spells)  # fmt: skip
             if z in self._seeds:  # earlier runs' evidence for the zone it plans on, not the others'
                 self.model.seed_up(*self._seeds[z])
         up = seen_capacity(state)[z]

@@ -86,7 +86,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
             if m is None:
                 prior = self._zone_priors.get(z, self.prior_up_hours)
                 m = self.models[z] = ZoneModel(prior, self.prior_down_hours, self.prior_weight, self.bin_weight,
-                                               self.cycle_prior)  # fmt: skip
+                                               self.cycle_prior, self.gap_spells)  # fmt: skip
                 if z in self._seeds:
                     m.seed_up(*self._seeds[z])
             if up is not None:

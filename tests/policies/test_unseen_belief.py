@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from launcher.policies.availability_model import ZoneModel
 from launcher.policies.base import Choice, DecisionState
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.markov_dp import MarkovDPPolicy
@@ -60,6 +61,28 @@ def test_the_chain_relaxes_to_its_share_up_and_the_reason_says_when_it_was_seen(
     assert seen.get(1) == (2.0, False) and seen.since_text(1, 2.84) == "seen down 0.8 h ago"
     seen.observe(1, 3.0, True)
     assert seen.since_text(1, 3.0) == "seen up 0.0 h ago"
+
+
+def test_a_long_unseen_gap_is_not_counted_as_the_state_last_seen():
+    """A zone seen down, then not looked at for 20 h (the run on on-demand), then seen up: with
+    `gap_spells` the 20 h are no evidence of a long outage; a short wait between probes still is."""
+    def model(gap_spells):
+        m = ZoneModel(1.0, 2.0, 0.5, gap_spells=gap_spells)
+        for t in (0.0, 0.1, 0.2):  # seen down, probes refused
+            m.observe(t, False)
+        m.observe(20.2, True)
+        return m
+
+    counted, censored = model(None), model(3.0)
+    assert counted.mean_hours(0) > 10.0  # one 20 h outage, as read before
+    assert censored.mean_hours(0) == pytest.approx((0.5 * 2.0 + 0.2) / 0.5)  # 0.2 h seen, no end
+    assert censored.mean_hours(1) == counted.mean_hours(1) == pytest.approx(1.0)  # up just now: prior
+    short = model(3.0)
+    short.observe(20.5, False)  # 0.3 h later: well within three mean spells
+    short.observe(20.6, True)
+    assert short._ends == [1, 1]  # both changes seen as spells ending
+    with pytest.raises(ValueError, match="gap_spells"):
+        ZoneModel(1.0, 2.0, gap_spells=0.0)
 
 
 def outage_case(outage_hours: float) -> SimCase:
