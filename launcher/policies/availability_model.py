@@ -45,6 +45,14 @@ HOURS_PER_DAY = 24
 CYCLE_SHOWN = 0.3  # a daily profile whose hours differ by this much in share up is called a cycle
 
 
+def checked_gap_spells(gap_spells: float | None) -> float | None:
+    """`gap_spells` as given, or ValueError unless a number > 0 or None."""
+    if gap_spells is not None and (isinstance(gap_spells, bool) or not isinstance(gap_spells, int | float)
+                                   or not gap_spells > 0):  # fmt: skip
+        raise ValueError("gap_spells must be > 0, or None")
+    return gap_spells
+
+
 class ZoneModel:
     """One zone's spells up and down, by hour of the run's day."""
 
@@ -57,10 +65,7 @@ class ZoneModel:
                  gap_spells: float | None = None) -> None:  # fmt: skip
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight) <= 0:
             raise ValueError("model priors and weights must be > 0")
-        if gap_spells is not None and (isinstance(gap_spells, bool) or not isinstance(gap_spells, int | float)
-                                       or not gap_spells > 0):  # fmt: skip
-            raise ValueError("gap_spells must be > 0, or None")
-        self.gap_spells = gap_spells
+        self.gap_spells = checked_gap_spells(gap_spells)
         if cycle_prior is not None and not 0.0 < cycle_prior < 1.0:
             raise ValueError("cycle_prior must be in (0, 1)")
         self._prior_logit = None if cycle_prior is None else math.log(cycle_prior / (1.0 - cycle_prior))

@@ -29,7 +29,6 @@ move pays.
 
 from __future__ import annotations
 
-
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot

@@ -49,12 +49,13 @@ import math
 
 import numpy as np
 
-from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
+from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel, checked_gap_spells
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.chain_dp import pick_action, solve_chain
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
+
 
 class MarkovDPPolicy(PlacementPolicy):
     name = "markov-dp"
@@ -120,10 +121,7 @@ class MarkovDPPolicy(PlacementPolicy):
         if belief_quantile is not None and not 0.0 < belief_quantile < 1.0:
             raise ValueError("belief_quantile must be in (0, 1), or None for the posterior mean")
         self.belief, self.belief_quantile = belief, belief_quantile
-        if gap_spells is not None and (isinstance(gap_spells, bool) or not isinstance(gap_spells, int | float)
-                                       or not gap_spells > 0):  # fmt: skip
-            raise ValueError("gap_spells must be > 0, or None")
-        self.gap_spells = gap_spells
+        self.gap_spells = checked_gap_spells(gap_spells)  # refused here, before a run, not at its first model
         if belief and belief_quantile is not None:
             # The quantile's import (scipy.special, a few hundred ms once) at construction, not
             # inside the first decision on a cloud without a capacity signal.
