@@ -38,7 +38,8 @@ for sure, a run on on-demand through an outage left it for every probe.
 
 Solves are spread over decisions (`chunk` ticks of backward induction per decision, fewer where
 the work left is long, since a tick's time grows with it) so that no decision waits for a whole one;
-the first decision solves a coarse table at once. Every decision goes through `safety.enforce`, so
+the first decision solves a coarse table at once. The tables and how a decision reads them are
+`markov_plan` (shared with `markov-dp-multi-zone`). Every decision goes through `safety.enforce`, so
 a wrong estimate costs money, never the deadline. Each reason names the estimate it acted on, what
 the chosen action is expected to save over the next best, and the expected cost to finish under it.
 """
@@ -51,9 +52,11 @@ import numpy as np
 
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel, checked_gap_spells
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
-from launcher.policies.chain_dp import pick_action, solve_chain
+from launcher.policies.chain_dp import pick_action
 from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
 from launcher.policies.last_seen import LastSeen, chain_p_up
+from launcher.policies.markov_plan import (VERB, Plan, Solve, blended_options, estimate_text, hourly_rates,
+                                           saving_text)  # fmt: skip
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
 
 
@@ -83,7 +86,7 @@ class MarkovDPPolicy(PlacementPolicy):
         an hour without a cluster is charged this fraction of the hour's spot discount (on-demand
         minus spot price) times the restart overhead over the slack left: a price on slack that a
         point estimate would value at nothing. `scenarios`: the plan is solved for this many chains
-        spread over the rates' posterior (1: the posterior mean only; see `_scenario_factors`) and
+        spread over the rates' posterior (1: the posterior mean only; see `scenario_factors`) and
         each action is scored by its expected cost averaged over them. `belief`: where the cloud
         cannot report capacity, a zone shown available but not seen is up with the chain's
         probability since it was last seen (`p_up`; False: up for sure, as before); `belief_quantile`:
@@ -139,8 +142,8 @@ class MarkovDPPolicy(PlacementPolicy):
     def reset(self) -> None:
         self.model: ZoneModel | None = None
         self._seeds: dict[int, tuple[float, int]] = {}  # zone -> (hours up seen before, preemptions)
-        self.plan: _Plan | None = None
-        self._pending: _Solve | None = None
+        self.plan: Plan | None = None
+        self._pending: Solve | None = None
         self._pending_t = -math.inf
         self._last_reason: tuple | None = None
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
@@ -170,7 +173,7 @@ class MarkovDPPolicy(PlacementPolicy):
         fine = o / self.overhead_ticks if o > 0 else left / most
         return max(fine, left / most, state.gap_hours, 1.0 / 60.0)
 
-    def _start_solve(self, state: DecisionState, most: int, model: ZoneModel | None = None) -> _Solve | None:
+    def _start_solve(self, state: DecisionState, most: int, model: ZoneModel | None = None) -> Solve | None:
         """A solve of `model` (default: the run's zone model) from this decision; None when no plan
         keeps the reserve (the work left cannot finish with a restart's worth of slack)."""
         o = state.restart_overhead_hours
@@ -182,7 +185,7 @@ class MarkovDPPolicy(PlacementPolicy):
         od, sp = prices(state)
         margin = self.start_margin * state.restart_overhead_hours * sp
         slack_usd_per_hour = self.slack_price * max(0.0, od - sp)
-        return _Solve(model or self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp,
+        return Solve(model or self.model, state.elapsed_hours, left, work, g, state.restart_overhead_hours, od, sp,
                       (self.chunk, self.chunk_width), margin, slack_usd_per_hour, self.scenarios)  # fmt: skip
 
     def _advance(self, state: DecisionState) -> None:
@@ -208,17 +211,17 @@ class MarkovDPPolicy(PlacementPolicy):
             elif self._pending.step():
                 self._retire(self._pending.plan)
 
-    def _retire(self, plan: _Plan) -> None:
+    def _retire(self, plan: Plan) -> None:
         """The pending solve is done: its plan replaces the current one, whose table's memory goes to
         the next solve (`chain_dp.TABLE_MEMORY`)."""
         if self.plan is not None:
             self.plan.release()
         self.plan, self._pending = plan, None
 
-    def _moved(self, plan: _Plan | None = None, model: ZoneModel | None = None) -> bool:
+    def _moved(self, plan: Plan | None = None, model: ZoneModel | None = None) -> bool:
         """Has a rate the plan (default: the run's) was solved with moved by more than
         `rate_change` since, in its model?"""
-        ru, rd = _hourly_rates(model or self.model)
+        ru, rd = hourly_rates(model or self.model)
         old_u, old_d = (plan or self.plan).rates
         return bool(np.max(np.abs(np.log(ru / old_u))) > self.rate_change
                     or np.max(np.abs(np.log(rd / old_d))) > self.rate_change)  # fmt: skip
@@ -260,7 +263,7 @@ class MarkovDPPolicy(PlacementPolicy):
             choice = Choice.SPOT
         return enforce(state, Decision(choice, z, self._reason(state, self.model, choice, cost, plan)), b)
 
-    def _choose_unseen(self, state: DecisionState, b: Budget, fallback: Decision, plan: _Plan) -> Decision | None:
+    def _choose_unseen(self, state: DecisionState, b: Budget, fallback: Decision, plan: Plan) -> Decision | None:
         """Capacity not seen (a cloud that cannot report it): shown available so that a launch may
         probe it, but up only with the chain's probability since the zone was last seen. A try that
         finds none holds nothing for the tick (what was held is gone: two restarts, from on-demand);
@@ -282,12 +285,12 @@ class MarkovDPPolicy(PlacementPolicy):
                f"(expected ${cost:.2f} to finish)")  # fmt: skip
         return enforce(state, Decision(choice, z, why), b)
 
-    def p_up(self, zone: int, now_hours: float, plan: _Plan | None, model: ZoneModel | None = None) -> float:
+    def p_up(self, zone: int, now_hours: float, plan: Plan | None, model: ZoneModel | None = None) -> float:
         """The chain's probability (the plan's hourly rates, or without a plan the model's; `model`,
         default the run's, for the quantile) that the zone has capacity now, from what was last seen
         of it; never seen: the chain's share of time up."""
         q, m = self.belief_quantile, model or self.model
-        ru, rd = plan.rates if plan is not None else _hourly_rates(m)
+        ru, rd = plan.rates if plan is not None else hourly_rates(m)
         if q is not None:
             ru, rd = ru * m.rate_quantile_factor(1, 1.0 - q), rd * m.rate_quantile_factor(0, q)
         seen = self.last_seen.get(zone)
@@ -303,7 +306,7 @@ class MarkovDPPolicy(PlacementPolicy):
             t += step
         return p
 
-    def _reason(self, state: DecisionState, m: ZoneModel, choice: Choice, cost: float, plan: _Plan) -> str:
+    def _reason(self, state: DecisionState, m: ZoneModel, choice: Choice, cost: float, plan: Plan) -> str:
         key = (choice, plan.t0)
         if self._last_reason is not None and self._last_reason[0] == key:
             return self._last_reason[1]
@@ -330,185 +333,3 @@ def unseen(state: DecisionState, zone: int) -> bool:
     """A zone shown available but not seen at this decision (a probe is due, or it was never tried)."""
     seen = state.spot_observed
     return seen is not None and not seen[zone] and state.spot_available[zone]
-
-
-def blended_options(state: DecisionState, plan: _Plan, held: Choice, owed_hours: float,
-                    p_up: float) -> dict[Choice, float] | None:  # fmt: skip
-    """Each action's expected cost to finish where the plan's zone has capacity with chance `p_up`:
-    staying or waiting go on with capacity up or down in that proportion; a try at spot that finds
-    none holds nothing for the tick (what was held is gone). None past the plan's work."""
-    up = plan.options(state, held, owed_hours, True)
-    down = plan.options(state, held, owed_hours, False)
-    if not up or not down:
-        return None
-    options = {c: _blend(p_up, up[c], down[c]) for c in (Choice.NONE, Choice.ON_DEMAND)}
-    options[Choice.SPOT] = _blend(p_up, up[Choice.SPOT], down[Choice.NONE])
-    return options
-
-
-def _blend(p: float, a: float, b: float) -> float:
-    """p * a + (1 - p) * b, where a branch of chance 0 costs nothing (even infinite)."""
-    return (p * a if p > 0 else 0.0) + ((1.0 - p) * b if p < 1 else 0.0)
-
-
-def _hourly_rates(model: ZoneModel) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mean rates (per hour) of leaving up and leaving down, per hour of the run's day."""
-    post = np.array([[model.rate_posterior(s, h) for h in range(HOURS_PER_DAY)] for s in (1, 0)])  # [s, h, (a, b)]
-    rates = post[..., 0] / post[..., 1]
-    return rates[0], rates[1]
-
-
-def _scenario_factors(model: ZoneModel, n: int) -> list[tuple[float, float]]:
-    """The chains a plan is solved for, as factors on the hourly mean rates (up->down, down->up).
-
-    One: the posterior mean. Several: the posterior cut into n slices of equal probability, each
-    represented by its middle quantile ((i + 1/2) / n) of the zone's overall rate of leaving up, with
-    the rate of leaving down at the opposite quantile, so they run from the most hopeful chain (long
-    spells up, short ones down) to the least. A point estimate is as sure of two short spells as of
-    two hundred; with few spells seen the hopeful chains differ most from the mean, and what an action
-    keeps open for them (waiting for spot rather than committing to on-demand) is in its score. As
-    spells are seen, the slices close on the mean and so does the plan."""
-    if n == 1:
-        return [(1.0, 1.0)]
-    qs = [(i + 0.5) / n for i in range(n)]
-    return [(model.rate_quantile_factor(1, q), model.rate_quantile_factor(0, 1.0 - q)) for q in qs]
-
-
-def estimate_text(model: ZoneModel, scenarios: int) -> str:
-    """What a reason says of the estimate: 'expected up 0.3 h, down 0.9 h', with the range the plan's
-    chains span when it weighs several ('(its 3 chains: up 0.2-1.9 h, down 0.4-2.1 h)'), and the daily
-    cycle where one is seen."""
-    up, down = model.mean_hours(1), model.mean_hours(0)
-    text = f"expected up {up:.1f} h, down {down:.1f} h"
-    if scenarios > 1:
-        f = _scenario_factors(model, scenarios)
-        ups, downs = [up / fu for fu, _ in f], [down / fd for _, fd in f]
-        text += (f" (its {scenarios} chains: up {min(ups):.1f}-{max(ups):.1f} h, "
-                 f"down {min(downs):.1f}-{max(downs):.1f} h)")  # fmt: skip
-    return text + model.cycle_text()
-
-
-class _Plan:
-    """Solved tables and where they stand in the run: solved at `t0` with `w_ticks` of work left,
-    from the hourly `rates` (up, down; the posterior means), one table per chain of
-    `_scenario_factors` (all of the same shape), with the price on slack `slack_usd_per_hour` (an idle
-    hour's charge when one restart's worth of slack is left) in their values. With one table it reads
-    the table's own choice; with several, every action's expected cost averaged over them, chosen by
-    the table's rule (`chain_dp.pick_action`, `margin`: the idle start margin in USD)."""
-
-    __slots__ = ("tables", "t0", "g", "w_ticks", "rates", "slack_usd_per_hour", "margin")
-
-    def __init__(self, tables: list, t0: float, g: float, w_ticks: int, rates: tuple[np.ndarray, np.ndarray],
-                 slack_usd_per_hour: float = 0.0, margin: float = 0.0) -> None:  # fmt: skip
-        self.tables, self.t0, self.g, self.w_ticks, self.rates = tables, t0, g, w_ticks, rates
-        self.slack_usd_per_hour, self.margin = slack_usd_per_hour, margin
-
-    @property
-    def table(self):
-        """The first table: the shape (D, O, W, state rows) all of them share."""
-        return self.tables[0]
-
-    def release(self) -> None:
-        """No longer read: the tables' memory goes to the next solve (`chain_dp.TABLE_MEMORY`)."""
-        for tab in self.tables:
-            tab.release()
-
-    def lookup(self, state: DecisionState) -> tuple[Choice, float]:
-        return self.at(state, state.current, state.overhead_remaining_hours, state.spot_available[state.current_zone])
-
-    def at(self, state: DecisionState, held: Choice, owed_hours: float, up: bool) -> tuple[Choice, float]:
-        """The plan's action and expected cost to finish at this decision's time and progress, for
-        the cluster `held` (owing `owed_hours` of restart) and capacity `up` in the plan's zone."""
-        i, p, owed = self._where(state, owed_hours)
-        if len(self.tables) == 1:
-            tab = self.tables[0]
-            return tab.choose(i, p, held, owed, up), tab.value(i, p, held, owed, up)
-        if p >= self.w_ticks:
-            return Choice.NONE, 0.0
-        options = self._mean_options(i, p, held, owed, up)
-        choice = pick_action(options, held, up, self.margin)
-        return choice, options[choice]
-
-    def options(self, state: DecisionState, held: Choice, owed_hours: float, up: bool) -> dict[Choice, float]:
-        """Each open action's expected cost to finish there (`ChainTable.action_values`, averaged)."""
-        i, p, owed = self._where(state, owed_hours)
-        return self._mean_options(i, p, held, owed, up)
-
-    def _mean_options(self, i: int, p: int, held: Choice, owed: int, up: bool) -> dict[Choice, float]:
-        per = [tab.action_values(i, p, held, owed, up) for tab in self.tables]
-        return {c: sum(o[c] for o in per) / len(per) for c in per[0]}
-
-    def idle_values(self, ticks: np.ndarray, progress: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Expected cost to finish idle at these ticks and progress, capacity (down, up), averaged."""
-        down = sum(tab.values[ticks, tab.none[0], progress] for tab in self.tables) / len(self.tables)
-        up = sum(tab.values[ticks, tab.none[1], progress] for tab in self.tables) / len(self.tables)
-        return down, up
-
-    def _where(self, state: DecisionState, owed_hours: float) -> tuple[int, int, int]:
-        """The tables' tick, progress and restart ticks owed at this decision."""
-        g = self.g
-        i = int(math.floor((state.elapsed_hours - self.t0) / g + 1e-6))
-        left = max(0.0, state.work_total_hours - state.work_done_hours)
-        return i, self.w_ticks - math.ceil(left / g - 1e-6), math.ceil(owed_hours / g - 1e-6)
-
-
-VERB = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "wait"}  # what a reason says was chosen
-_NAME = {Choice.SPOT: "spot", Choice.ON_DEMAND: "on-demand", Choice.NONE: "waiting"}
-
-
-def saving_text(options: dict[Choice, float], choice: Choice) -> str:
-    """', saving $X over <the next best action>' for a reason (or what the start margin cost). The
-    table's values are float32, so differences under half a cent read as a tie."""
-    others = {c: v for c, v in options.items() if c is not choice and math.isfinite(v)}
-    if not others or choice not in options:
-        return ""
-    alt = min(others, key=lambda c: (others[c], c.value))
-    d = others[alt] - options[choice]
-    if d > -0.005:
-        return f", saving ${max(d, 0.0):.2f} over {_NAME[alt]}"
-    margin = " (within the start margin)" if choice is Choice.SPOT else ""  # spot taken within the margin
-    return f", ${-d:.2f} dearer than {_NAME[alt]}{margin}"
-
-
-class _Solve:
-    """One solve in progress, a table per chain of `_scenario_factors`, one after another: `step()`
-    runs a chunk of it and says when it is done (so a decision's work is one chunk however many
-    chains there are; the plan arrives that many times later)."""
-
-    def __init__(self, model: ZoneModel, t0: float, left: float, work: float, g: float, overhead: float,
-                 od: float, sp: float, chunk: tuple[int, int], margin: float = 0.0,
-                 slack_usd_per_hour: float = 0.0, scenarios: int = 1) -> None:  # fmt: skip
-        D = max(1, math.floor(left / g + 1e-9))
-        W = max(1, math.ceil(work / g - 1e-9))
-        O = round(overhead / g)
-        W = min(W, max(1, D - O))  # an estimate past what on-demand can do: the safety net decides
-        tau = t0 + (np.arange(D) + 0.5) * g
-        hours = (tau % HOURS_PER_DAY).astype(int)
-        ru, rd = self.rates = _hourly_rates(model)
-        ticks, width = chunk
-        chunk_ticks = max(1, min(ticks, ticks * 2 * width // (W + width)))
-        self._gens = [
-            solve_chain(np.exp(-g * fu * ru[hours]), np.exp(-g * fd * rd[hours]), W, O, od * g, sp * g, values=True,
-                        chunk=chunk_ticks, idle_start_margin=margin, slack_tick_cost=slack_usd_per_hour * g)
-            for fu, fd in _scenario_factors(model, scenarios)
-        ]  # fmt: skip
-        self._tables: list = []
-        self.t0, self.g, self.W, self.slack_usd_per_hour, self.margin = t0, g, W, slack_usd_per_hour, margin
-        self.plan: _Plan | None = None
-
-    def step(self) -> bool:
-        try:
-            next(self._gens[len(self._tables)])
-            return False
-        except StopIteration as done:
-            self._tables.append(done.value)
-            if len(self._tables) < len(self._gens):
-                return False
-            self.plan = _Plan(self._tables, self.t0, self.g, self.W, self.rates, self.slack_usd_per_hour, self.margin)
-            return True
-
-    def finish(self) -> _Plan:
-        while not self.step():
-            pass
-        assert self.plan is not None
-        return self.plan

@@ -39,8 +39,9 @@ from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel
 from launcher.policies.base import Choice, Decision, DecisionState, seen_capacity
 from launcher.policies.chain_dp import pick_action
 from launcher.policies.deadline_aware import prices
-from launcher.policies.markov_dp import (VERB, MarkovDPPolicy, _blend, _hourly_rates, _Plan, _Solve,
-                                         blended_options, estimate_text, saving_text, unseen)  # fmt: skip
+from launcher.policies.markov_dp import MarkovDPPolicy, unseen
+from launcher.policies.markov_plan import (VERB, Plan, Solve, blend, blended_options, estimate_text, hourly_rates,
+                                           saving_text)  # fmt: skip
 from launcher.policies.safety import Budget, enforce
 
 
@@ -71,8 +72,8 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
 
         super().reset()
         self.models: dict[int, ZoneModel] = {}
-        self.plans: dict[int, _Plan] = {}
-        self._solves: dict[int, _Solve] = {}
+        self.plans: dict[int, Plan] = {}
+        self._solves: dict[int, Solve] = {}
         self._step_t = -math.inf
         self._home: int | None = None  # the zone of the run's first decision
         self._fallback = MultiZonePolicy(poll_hours=self.poll_hours)
@@ -101,7 +102,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         else:
             self._solves[z] = solve
 
-    def _drop(self, plan: _Plan | None) -> None:
+    def _drop(self, plan: Plan | None) -> None:
         """A plan no longer read: its table's memory goes to the next solve (`chain_dp.TABLE_MEMORY`)."""
         if plan is not None:
             plan.release()
@@ -201,7 +202,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                             waits = self.plans[h].options(state, held, owed, state.spot_available[h])
                             home_wait = waits.get(Choice.NONE, math.inf)
                         beliefs[k] = self.p_up(k, t, self.plans.get(k), self.models[k])
-                        up[k] = _blend(beliefs[k], up[k], home_wait)
+                        up[k] = blend(beliefs[k], up[k], home_wait)
                 k = min(up, key=lambda k: (up[k], k)) if up else None
                 if k is not None and up[k] < cost - margin:
                     pick, cost, choice = k, up[k], Choice.SPOT
@@ -229,7 +230,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         day, and the home zone's chance to be up at each (its model, from its state now). None where
         no stand-in can be priced."""
         plan = self.plans[self._home]
-        tab, g = plan.table, plan.g  # plans are solved with values (`_Solve`)
+        tab, g = plan.table, plan.g  # plans are solved with values (`Solve`)
         i0 = int(math.floor((state.elapsed_hours - plan.t0) / g + 1e-6))
         left = max(0.0, state.work_total_hours - state.work_done_hours)
         p0 = max(0, plan.w_ticks - math.ceil(left / g - 1e-6))
@@ -238,7 +239,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
             return None
         j = np.arange(1, J + 1)
         hours = ((state.elapsed_hours + (j - 0.5) * g) % HOURS_PER_DAY).astype(int)
-        ru_h, rd_h = _hourly_rates(self.models[self._home])
+        ru_h, rd_h = hourly_rates(self.models[self._home])
         a = np.exp(-g * ru_h[hours]) + np.exp(-g * rd_h[hours]) - 1.0
         b = 1.0 - np.exp(-g * rd_h[hours])
         home_up = np.empty(J)
@@ -259,7 +260,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         i0, p0, j, hours, home_up = home
         plan = self.plans[self._home]
         tab, g = plan.table, plan.g
-        ru_k, _ = _hourly_rates(self.models[k])
+        ru_k, _ = hourly_rates(self.models[k])
         stay = np.exp(-g * ru_k[hours])  # k's capacity lasts through tick j
         run = np.concatenate(([1.0], np.cumprod(stay)[:-1]))  # tick j is run
         prog = p0 + np.maximum(0, j - tab.O)

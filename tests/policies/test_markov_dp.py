@@ -249,10 +249,10 @@ def test_a_decision_solves_at_most_a_bounded_amount_of_the_table(work_hours):
     a decision's chunk is `chunk` ticks up to `chunk_width` ticks of work and fewer beyond: ticks x
     (work ticks + width) stays within chunk x 2 x width."""
     from launcher.policies.availability_model import ZoneModel
-    from launcher.policies.markov_dp import _Solve
+    from launcher.policies.markov_plan import Solve
 
     g = 0.2 / 3
-    solve = _Solve(ZoneModel(1.0, 2.0), 0.0, 1.25 * work_hours, work_hours, g, 0.2, OD, SP, (48, 240))
+    solve = Solve(ZoneModel(1.0, 2.0), 0.0, 1.25 * work_hours, work_hours, g, 0.2, OD, SP, (48, 240))
     D = math.floor(1.25 * work_hours / g + 1e-9)
     steps = 1
     while not solve.step():
@@ -464,7 +464,7 @@ def test_markov_dp_keeps_slack_for_a_long_spell_on_real_traces(shared_data, rel,
 
 
 def test_a_reasons_saving_reads_a_float_tie_as_a_tie_and_names_the_start_margin():
-    from launcher.policies.markov_dp import saving_text
+    from launcher.policies.markov_plan import saving_text
 
     options = {Choice.NONE: 10.0, Choice.ON_DEMAND: 10.0 - 4e-4, Choice.SPOT: 12.0}
     assert saving_text(options, Choice.NONE) == ", saving $0.00 over on-demand"  # float32 noise, not a loss
@@ -477,7 +477,7 @@ def test_a_reasons_saving_reads_a_float_tie_as_a_tie_and_names_the_start_margin(
 
 def test_the_rates_posterior_spread_is_wide_on_few_spells_and_closes_on_many():
     from launcher.policies.availability_model import ZoneModel
-    from launcher.policies.markov_dp import _scenario_factors
+    from launcher.policies.markov_plan import scenario_factors
 
     model = ZoneModel(1.0, 2.0, 0.5)
     t = 0.0
@@ -493,8 +493,8 @@ def test_the_rates_posterior_spread_is_wide_on_few_spells_and_closes_on_many():
         t += 0.6
     thick = [model.rate_quantile_factor(1, q) for q in (1 / 6, 0.5, 5 / 6)]
     assert 0.9 < thick[0] < thick[1] < 1.0 < thick[2] < 1.1
-    assert _scenario_factors(model, 1) == [(1.0, 1.0)]  # the posterior mean alone
-    hopeful, middle, doubtful = _scenario_factors(model, 3)
+    assert scenario_factors(model, 1) == [(1.0, 1.0)]  # the posterior mean alone
+    hopeful, middle, doubtful = scenario_factors(model, 3)
     assert hopeful[0] < middle[0] < doubtful[0] and hopeful[1] > middle[1] > doubtful[1]  # up long + down short first
 
 
