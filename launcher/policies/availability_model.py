@@ -53,6 +53,13 @@ def checked_gap_spells(gap_spells: float | None) -> float | None:
     return gap_spells
 
 
+def gap_is_evidence(gap_hours: float, mean_spell_hours: float, gap_spells: float | None) -> bool:
+    """Does a gap of `gap_hours` between two observations of a zone count as the state seen first?
+    Yes up to `gap_spells` of that state's mean spell (None: always); a longer one is no evidence
+    of what held in it (a run on on-demand for a day between a zone seen down and seen up)."""
+    return gap_spells is None or gap_hours <= gap_spells * mean_spell_hours
+
+
 class ZoneModel:
     """One zone's spells up and down, by hour of the run's day."""
 
@@ -94,7 +101,7 @@ class ZoneModel:
         if dt < 0:
             return
         s = int(self._state)
-        if self.gap_spells is not None and dt > self.gap_spells * self.mean_hours(s):
+        if not gap_is_evidence(dt, self.mean_hours(s), self.gap_spells):
             self._exp[s] += self._last - self._since  # the spell seen so far: censored, no end
             self._state, self._since, self._last = up, now_hours, now_hours
             return

@@ -29,6 +29,7 @@ move pays.
 
 from __future__ import annotations
 
+from launcher.policies.availability_model import checked_gap_spells
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
@@ -61,6 +62,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         insure_after_overheads: float = 6.0,
         known_spells_hours: tuple[tuple[float, float], ...] | None = None,
         belief: bool = True,
+        gap_spells: float | None = 3.0,
     ) -> None:
         """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
         assumed before any is seen, worth `prior_weight` spells; `hop_margin`: the spell a hop asks
@@ -70,7 +72,10 @@ class DeadlineAwarePolicy(PlacementPolicy):
         `known_spells_hours`: per zone (mean up, mean down) to use instead of estimates (the
         benchmark's known-spells measurement, `spells.KnownSpells`); `belief`: from on-demand, try
         a zone shown available but not seen (no capacity signal) only where the chance that it has
-        capacity makes the try pay (`_unseen_try_pays`; False: try it as if seen up)."""
+        capacity makes the try pay (`_unseen_try_pays`; False: try it as if seen up); `gap_spells`:
+        a time between two observations of a zone longer than this many of its mean spells in the
+        earlier state is not counted as that state (`spells.SpellTracker`, the rule `markov-dp`'s
+        model follows; only a run without a capacity signal leaves such gaps; None: always counted)."""
         if reserve_overheads < 0 or reserve_work_fraction < 0 or poll_hours <= 0:
             raise ValueError("reserve_overheads and reserve_work_fraction must be >= 0, poll_hours > 0")
         if prior_up_hours <= 0 or prior_down_hours <= 0 or prior_weight <= 0:
@@ -90,12 +95,14 @@ class DeadlineAwarePolicy(PlacementPolicy):
         self.insure_after_overheads = insure_after_overheads
         self.known_spells_hours = known_spells_hours
         self.belief = belief
+        self.gap_spells = checked_gap_spells(gap_spells)
         self.reset()
 
     def _tracker(self) -> SpellTracker:
         if self.known_spells_hours is not None:
-            return KnownSpells(self.known_spells_hours, self.prior_up_hours, self.prior_down_hours, self.prior_weight)
-        return SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
+            return KnownSpells(self.known_spells_hours, self.prior_up_hours, self.prior_down_hours, self.prior_weight,
+                               self.gap_spells)  # fmt: skip
+        return SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight, self.gap_spells)
 
     def reset(self) -> None:
         self.spells = self._tracker()

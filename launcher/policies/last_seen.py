@@ -35,4 +35,8 @@ class LastSeen:
     def since_text(self, zone: int, now_hours: float) -> str:
         """'never seen' or 'seen down 0.8 h ago', for decision reasons."""
         seen = self._seen.get(zone)
-        return "never seen" if seen is None else f"seen {'up' if seen[1] else 'down'} {now_hours - seen[0]:.1f} h ago"
+        if seen is None:
+            return "never seen"
+        # Rounded to the microhour first: the controller's clock (seconds) and the simulator's ticks
+        # give 1.75 h as 1.7499999 and 1.7500001, and a reason must not depend on which.
+        return f"seen {'up' if seen[1] else 'down'} {round(now_hours - seen[0], 6):.1f} h ago"

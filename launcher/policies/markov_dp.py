@@ -146,7 +146,7 @@ class MarkovDPPolicy(PlacementPolicy):
         self._pending: Solve | None = None
         self._pending_t = -math.inf
         self._last_reason: tuple | None = None
-        self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours)
+        self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours, gap_spells=self.gap_spells)
         self.last_seen = LastSeen()
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:

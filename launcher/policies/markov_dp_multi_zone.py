@@ -76,7 +76,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         self._solves: dict[int, Solve] = {}
         self._step_t = -math.inf
         self._home: int | None = None  # the zone of the run's first decision
-        self._fallback = MultiZonePolicy(poll_hours=self.poll_hours)
+        self._fallback = MultiZonePolicy(poll_hours=self.poll_hours, gap_spells=self.gap_spells)
 
     # ---- models and tables ------------------------------------------------------------------------
     def _observe(self, state: DecisionState) -> None:

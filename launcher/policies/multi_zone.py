@@ -52,11 +52,11 @@ class MultiZonePolicy(DeadlineAwarePolicy):
         self.prior_up_fraction = prior_up_fraction
         self.prior_fraction_hours = prior_fraction_hours
         self.reserve_by_any_zone = reserve_by_any_zone
-        self.any_zone = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
+        self.any_zone = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight, self.gap_spells)
 
     def reset(self) -> None:
         super().reset()
-        self.any_zone = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight)
+        self.any_zone = SpellTracker(self.prior_up_hours, self.prior_down_hours, self.prior_weight, self.gap_spells)
 
     def _observe(self, state: DecisionState) -> None:
         super()._observe(state)

@@ -14,22 +14,35 @@ spells it does not call a zone that has been up for a day "short" because its on
 was the truncated first one. `w` is the prior's weight in spells: small, so that a few short spells
 are enough to recognise flapping capacity. `seed_up` adds what earlier runs saw of a zone (time held
 on its spot capacity and the preemptions that ended it) to the up spells, as if seen in this run.
+
+Where the cloud cannot report capacity (`None`: not seen), a zone's running spell counts only as far
+as it was last seen: a run on on-demand that last saw the zone down a day ago has seen one minute of
+outage, not a day of it (counted to the clock, the outage grew by the hour, the chance of capacity
+read from it fell, and the run never looked again). The state seen first is assumed to hold until
+the next observation only for gaps up to `gap_spells` of its mean spells
+(`availability_model.gap_is_evidence`, the rule the model-based policies' estimate follows); a
+longer gap closes the spell unended and a new one starts when the zone is next seen.
 """
 
 from __future__ import annotations
 
+from launcher.policies.availability_model import checked_gap_spells, gap_is_evidence
+
 
 class SpellTracker:
-    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "_now", "_state", "_since", "_exposure", "_ends",
-                 "_seed")  # fmt: skip
+    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "gap_spells", "_now", "_state", "_since",
+                 "_last", "_exposure", "_ends", "_seed")  # fmt: skip
 
-    def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 1.0) -> None:
+    def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 1.0,
+                 gap_spells: float | None = 3.0) -> None:  # fmt: skip
+        self.gap_spells = checked_gap_spells(gap_spells)
         self.prior_up_hours = prior_up_hours
         self.prior_down_hours = prior_down_hours
         self.prior_weight = prior_weight
         self._now = 0.0
         self._state: list[bool | None] = []  # per zone: up now? (None: not seen yet)
         self._since: list[float] = []  # when the current spell was first seen
+        self._last: list[float] = []  # when the zone was last seen
         self._exposure: list[list[float]] = []  # per zone: [completed time down, completed time up]
         self._ends: list[list[int]] = []  # per zone: [spells down ended, spells up ended]
         self._seed: dict[int, tuple[float, int]] = {}  # zone -> (hours up seen before, up spells ended)
@@ -48,25 +61,37 @@ class SpellTracker:
             if z >= len(self._state):
                 self._state.append(up)
                 self._since.append(now_hours)
+                self._last.append(now_hours)
                 self._exposure.append([0.0, 0.0])
                 self._ends.append([0, 0])
-            elif up is None:
                 continue
-            elif self._state[z] is None:
+            if up is None:
+                continue
+            prev = self._state[z]
+            if prev is None:
                 self._state[z], self._since[z] = up, now_hours  # first seen: no spell ended
-            elif self._state[z] != up and now_hours == self._since[z]:
+            elif not gap_is_evidence(now_hours - self._last[z], self._mean(z, prev), self.gap_spells):
+                self._exposure[z][int(prev)] += self._last[z] - self._since[z]  # seen so far: censored, no end
+                self._state[z], self._since[z] = up, now_hours
+            elif prev != up and now_hours == self._since[z]:
                 self._state[z] = up  # asked twice at one instant: no spell was seen
-            elif self._state[z] != up:
-                prev = self._state[z]
+            elif prev != up:
                 self._exposure[z][int(prev)] += now_hours - self._since[z]
                 self._ends[z][int(prev)] += 1
                 self._state[z], self._since[z] = up, now_hours
+            self._last[z] = now_hours
 
-    def _mean(self, z: int, up: bool, prior: float) -> float:
+    def _running(self, z: int) -> float:
+        """Hours of zone z's current spell seen so far: to the last time it was seen, not to now."""
+        return self._last[z] - self._since[z]
+
+    def _mean(self, z: int, up: bool, prior: float | None = None) -> float:
+        if prior is None:
+            prior = self.prior_up_hours if up else self.prior_down_hours
         seed_h, seed_n = self._seed.get(z, (0.0, 0)) if up else (0.0, 0)
         if z >= len(self._state):
             return (self.prior_weight * prior + seed_h) / (self.prior_weight + seed_n)
-        seen = self._exposure[z][int(up)] + (self._now - self._since[z] if self._state[z] == up else 0.0)
+        seen = self._exposure[z][int(up)] + (self._running(z) if self._state[z] == up else 0.0)
         return (self.prior_weight * prior + seed_h + seen) / (self.prior_weight + seed_n + self._ends[z][int(up)])
 
     def mean_up(self, z: int) -> float:
@@ -82,14 +107,14 @@ class SpellTracker:
         `prior_hours` of observation."""
         if z >= len(self._state):
             return prior_fraction
-        state, running = self._state[z], self._now - self._since[z]
+        state, running = self._state[z], self._running(z)
         up = self._exposure[z][1] + (running if state is not None and state else 0.0)
         down = self._exposure[z][0] + (running if state is not None and not state else 0.0)
         return (prior_fraction * prior_hours + up) / (prior_hours + up + down)
 
     def age(self, z: int) -> float:
-        """How long zone `z` has been in its current state (hours, since first seen)."""
-        return self._now - self._since[z] if z < len(self._since) else 0.0
+        """How long zone `z` has been in its current state (hours, from first to last seen)."""
+        return self._running(z) if z < len(self._since) else 0.0
 
 
 class KnownSpells(SpellTracker):
@@ -101,8 +126,8 @@ class KnownSpells(SpellTracker):
     __slots__ = ("_known",)
 
     def __init__(self, means_hours: tuple[tuple[float, float], ...], prior_up_hours: float, prior_down_hours: float,
-                 prior_weight: float = 1.0) -> None:  # fmt: skip
-        super().__init__(prior_up_hours, prior_down_hours, prior_weight)
+                 prior_weight: float = 1.0, gap_spells: float | None = 3.0) -> None:  # fmt: skip
+        super().__init__(prior_up_hours, prior_down_hours, prior_weight, gap_spells)
         if any(u <= 0 or d <= 0 for u, d in means_hours):
             raise ValueError("known mean spells must be > 0")
         self._known = means_hours  # per zone: (mean up, mean down) in hours

@@ -68,7 +68,8 @@ def test_seeded_spells_by_hand():
     s = SpellTracker(prior_up_hours=1.0, prior_down_hours=2.0, prior_weight=0.5)
     s.seed_up(0, hours=0.25, ended=5)
     assert s.mean_up(0) == pytest.approx((0.5 * 1.0 + 0.25) / 5.5)  # before anything is observed
-    s.observe(0.0, (True, True))
+    for t in (0.0, 0.1, 0.2, 0.3, 0.4):  # seen every few minutes, as the controller sees every tick
+        s.observe(t, (True, True))
     s.observe(0.5, (False, True))  # zone 0: a 0.5 h spell ended; zone 1 up 0.5 h, unseeded
     assert s.mean_up(0) == pytest.approx((0.5 + 0.25 + 0.5) / 6.5)
     assert s.mean_up(1) == pytest.approx((0.5 + 0.5) / 0.5)

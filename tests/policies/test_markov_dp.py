@@ -322,8 +322,9 @@ def test_markov_dp_rejects_bad_parameters():
         with pytest.raises(BadInputError, match="belief_quantile must be in"):
             get_placement_policy("markov-dp", belief_quantile=bad)
     for bad in (0, -1.0, float("nan"), True, "3"):
-        with pytest.raises(BadInputError, match="gap_spells must be > 0"):
-            get_placement_policy("markov-dp", gap_spells=bad)
+        for name in ("markov-dp", "deadline-aware", "multi-zone"):  # the same rule in both spell estimates
+            with pytest.raises(BadInputError, match="gap_spells must be > 0"):
+                get_placement_policy(name, gap_spells=bad)
     for bad in (0, 10, 2.5, True, "3"):
         with pytest.raises(BadInputError, match="scenarios must be a whole number from 1 to 9"):
             get_placement_policy("markov-dp-multi-zone", scenarios=bad)

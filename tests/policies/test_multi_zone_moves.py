@@ -81,12 +81,14 @@ def test_idle_away_from_home_it_starts_in_the_home_zone_when_its_spells_are_no_s
     # Zone 1 held for 5 h, home up only now: zone 1's spells (0.5 + 5) / 1.5 = 3.67 h against the
     # home zone's prior 1 h. It waits for zone 1 (slack to spare, not binding), as before.
     pol = get_placement_policy("multi-zone")
-    pol.decide(state(0.0, (False, True), current=spot, deadline=40.0, zone=1))
+    for t in range(10):  # seen every half hour, as the controller and the simulator see every tick
+        pol.decide(state(t / 2, (False, True), current=spot, deadline=40.0, zone=1))
     d = pol.decide(state(5.0, (True, False), current=idle, deadline=40.0, zone=1))
     assert (d.choice, d.zone) == (idle, 1), d
     # Both up for 3 h, then zone 1 preempted: home (0.5 + 3) / 0.5 = 7 h >= zone 1's 3.5 / 1.5.
     pol = get_placement_policy("multi-zone")
-    pol.decide(state(0.0, (True, True), current=spot, deadline=40.0, zone=1))
+    for t in range(6):
+        pol.decide(state(t / 2, (True, True), current=spot, deadline=40.0, zone=1))
     d = pol.decide(state(3.0, (True, False), current=idle, deadline=40.0, zone=1))
     assert (d.choice, d.zone) == (spot, 0) and "~7.00 h" in d.reason and "~2.33 h" in d.reason
     # Without slack for a spot start the safety net still decides: on-demand where it is.

@@ -27,8 +27,8 @@ def test_exposure_estimates_by_hand():
     assert s.age(0) == pytest.approx(1.0)
     # A zone up for a day with no spell ended yet is long, whatever the prior says.
     long = SpellTracker(1.0, 2.0, 0.5)
-    long.observe(0.0, (True,))
-    long.observe(24.0, (True,))
+    for hour in range(25):  # seen up every hour
+        long.observe(float(hour), (True,))
     assert long.mean_up(0) == pytest.approx((0.5 + 24.0) / 0.5)
 
 
@@ -93,3 +93,25 @@ def test_told_flapping_spells_deadline_aware_keeps_no_hop_reserve_where_its_prio
     # And the told policy keeps them across runs (the simulator resets it before each).
     told.reset()
     assert told.spells.mean_up(0) == 0.45
+
+
+def test_a_long_unseen_gap_is_not_counted_as_the_state_seen_first():
+    """Seen down, then not looked at for 20 h (a run on on-demand), then seen up: the 20 h are no
+    evidence of a 20 h outage (the rule `ZoneModel` follows); the minutes between probes are."""
+    def tracker(gap_spells):
+        s = SpellTracker(1.0, 2.0, 0.5, gap_spells)
+        for t in (0.0, 0.1, 0.2):
+            s.observe(t, (False,))
+        s.observe(20.2, (True,))
+        return s
+
+    counted, censored = tracker(None), tracker(3.0)
+    assert counted.mean_down(0) == pytest.approx((0.5 * 2.0 + 20.2) / 1.5)
+    assert censored.mean_down(0) == pytest.approx((0.5 * 2.0 + 0.2) / 0.5)  # 0.2 h seen, no end
+    assert censored.mean_up(0) == pytest.approx(1.0) and censored.age(0) == 0.0
+    short = tracker(3.0)
+    short.observe(20.5, (False,))  # 0.3 h later: both changes are spells ending
+    short.observe(20.6, (True,))
+    assert short._ends[0] == [1, 1]
+    with pytest.raises(ValueError, match="gap_spells"):
+        SpellTracker(1.0, 2.0, 0.5, gap_spells=-1.0)

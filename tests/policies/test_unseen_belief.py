@@ -147,6 +147,29 @@ def test_deadline_aware_leaves_on_demand_for_an_unseen_zone_only_where_the_try_p
     assert signalled == simulate(DeadlineAwarePolicy(belief=False), case)
 
 
+def test_deadline_aware_does_not_read_hours_unseen_as_outage():
+    """On on-demand, with the zone last seen down, the zone is not looked at: its outage is what was
+    seen of it, and the chance of capacity rises with the hours unseen towards the share of time up.
+    Before, the tracker counted the running down spell to the clock: the outage grew by the hour,
+    the chance fell (0.12 at 2 h, 0.02 at 47 h on a judging case) and the run never looked again."""
+    from launcher.policies.deadline_aware import DeadlineAwarePolicy
+
+    p = DeadlineAwarePolicy()
+    p.reset()
+    p.decide(state(0.0, up=False, seen=True))
+    p.decide(state(G, up=False, seen=True))
+    down = p.spells.mean_down(0)
+    chances = []
+    for k in range(2, 300):  # 20 h on on-demand, the zone shown available but not seen
+        d = p.decide(state(k * G, up=True, seen=False, held=Choice.ON_DEMAND, done=(k - 2) * G / 2))
+        chances.append(p.p_up(0, k * G))
+        assert "up with probability" in d.reason
+    assert p.spells.mean_down(0) == down and p.spells.age(0) == pytest.approx(G)
+    assert all(a <= b + 1e-12 for a, b in zip(chances, chances[1:]))
+    share = p.spells.mean_up(0) / (p.spells.mean_up(0) + p.spells.mean_down(0))
+    assert chances[0] < 0.5 * share and chances[-1] == pytest.approx(share, rel=1e-3)
+
+
 def test_the_multi_zone_twin_weighs_an_unseen_zone_it_would_stand_in_for():
     """On on-demand, every zone just refused: a zone whose probe is due a tick later is no stand-in
     worth leaving on-demand for (read as up for sure, it was)."""
