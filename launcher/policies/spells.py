@@ -30,8 +30,8 @@ from launcher.policies.availability_model import checked_gap_spells, gap_is_evid
 
 
 class SpellTracker:
-    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "gap_spells", "_now", "_state", "_since",
-                 "_last", "_exposure", "_ends", "_seed")  # fmt: skip
+    __slots__ = ("prior_up_hours", "prior_down_hours", "prior_weight", "gap_spells", "_state", "_since", "_last",
+                 "_exposure", "_ends", "_seed")  # fmt: skip
 
     def __init__(self, prior_up_hours: float, prior_down_hours: float, prior_weight: float = 1.0,
                  gap_spells: float | None = 3.0) -> None:  # fmt: skip
@@ -39,7 +39,6 @@ class SpellTracker:
         self.prior_up_hours = prior_up_hours
         self.prior_down_hours = prior_down_hours
         self.prior_weight = prior_weight
-        self._now = 0.0
         self._state: list[bool | None] = []  # per zone: up now? (None: not seen yet)
         self._since: list[float] = []  # when the current spell was first seen
         self._last: list[float] = []  # when the zone was last seen
@@ -55,8 +54,8 @@ class SpellTracker:
         self._seed[z] = (hours, ended)
 
     def observe(self, now_hours: float, available: tuple[bool | None, ...]) -> None:
-        """Capacity per zone now; None = not seen (a zone's spell runs on until it is seen again)."""
-        self._now = now_hours
+        """Capacity per zone now; None = not seen (nothing is counted for it: its running spell counts
+        to when it was last seen)."""
         for z, up in enumerate(available):
             if z >= len(self._state):
                 self._state.append(up)
