@@ -10,6 +10,8 @@ Part of `Controller`: uses its `job`, `d`, `led`, `_placement`, `_unusable_cloud
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from infra.tags import cluster_tags
 from launcher.controller.billing_account import with_billing_account
 from launcher.controller.checkpoint_watch import CheckpointWatch
@@ -20,8 +22,8 @@ from launcher.controller.transitions import AttemptEnd, Stopped
 from launcher.errors import BadInputError, CredentialsError, LauncherError, ToolMissingError
 from launcher.executors.base import ExecRequest, ExecResult, Outcome
 from launcher.executors.job_status import RECORDABLE, EndedJob, record_outcome
-from launcher.ledger.records import AttemptState, ClusterRecord, ClusterState, EndReason, EventKind, NewAttempt, RunState
-from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices
+from launcher.ledger.records import AttemptRecord, AttemptState, ClusterRecord, ClusterState, EndReason, EventKind, NewAttempt, RunState
+from launcher.providers.base import ClusterHandle, ClusterRequest, PreemptionNotices, Provider
 from pricing.models import ScoredOffer
 
 
@@ -33,47 +35,31 @@ class AttemptRunner:
 
     def _attempt(self, scored: ScoredOffer, why: str) -> AttemptEnd:
         """Provision, run and tear down one attempt. A job that ended on its own comes back with
-        its attempt still open: the caller closes it together with the run's next state."""
+        its attempt still open: the caller closes it together with the run's next state. A cluster
+        the placement policy's look launched for this offer (`_look`) is run instead of a new one."""
         job, spec, offer = self.job, self.job.spec, scored.offer
         started = self.d.clock()
-        before = self.led.attempts(job.run_id)
-        seq = len(before) + 1
-        replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in before)  # a job ran before
-        cluster = f"{job.run_id}-c{seq}"
-        provider = self.d.provider_for(offer.cloud)
-        # The account is asked of the cloud before the transaction below: no cloud call inside it.
-        new = with_billing_account(NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster), provider)
-        tags = cluster_tags(job.tags, cluster=cluster, run_id=job.run_id)
-        with self._together():  # the run provisions this attempt on this cluster: one change
-            self._transition(RunState.PROVISIONING, data={"offer": offer_dict(scored), "why": why})
-            attempt = self.led.add_attempt(job.run_id, new)
-            self.led.upsert_cluster(
-                ClusterRecord(
-                    name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,
-                    state=ClusterState.PROVISIONING, run_id=job.run_id, project=spec.launcher.project, tags=tags,
-                )
-            )  # fmt: skip
-        self.d.notify(f"attempt {seq}: provisioning {offer.cloud}/{offer.region} {offer.instance_type}")
-        request = ClusterRequest(
-            cluster=cluster, offer=offer, num_nodes=spec.num_nodes, tags=tags,
-            image_id=spec.resources.image, disk_size_gib=spec.resources.disk_size,
-            ssh_allowed_cidr=job.ssh_allowed_cidr,
-        )  # fmt: skip
-        try:
-            handle = provider.provision(request)
-        except LauncherError as e:
-            # Missing tool, credentials or configuration fail every offer of that cloud alike.
-            whole_cloud = isinstance(e, ToolMissingError | CredentialsError | BadInputError)
-            self.led.add_event(
-                job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e), "cloud_unusable": whole_cloud},
-                attempt_id=attempt.attempt_id,
-            )  # fmt: skip
-            ended_at = self.led.now()
-            self._teardown(provider, None, cluster, attempt.attempt_id)
-            if whole_cloud:
-                self._unusable_clouds.add(offer.cloud)
-                self.d.notify(f"{offer.cloud}: {e}; skipping its offers")
-            return AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=scored, attempt_id=attempt.attempt_id, ended_at=ended_at)
+        ready, self._ready = self._ready, None
+        if ready is not None and ready.scored.offer != offer:  # the move went elsewhere after all
+            self._drop_look(ready)
+            ready = None
+        if ready is not None:
+            opened, handle = ready.opened, ready.handle
+            try:
+                with self._together():  # the run provisions this attempt: its cluster is up already
+                    self._transition(RunState.PROVISIONING, data={"offer": offer_dict(scored), "why": why, "launched_before_move": True})
+            except Stopped:
+                self._drop_look(ready)
+                raise
+        else:
+            opened = self._open_attempt(scored, why, transition=True)
+            self.d.notify(f"attempt {opened.seq}: provisioning {offer.cloud}/{offer.region} {offer.instance_type}")
+            handle = self._provision(opened)
+            if isinstance(handle, AttemptEnd):
+                return handle
+        attempt, seq, cluster, provider = opened.attempt, opened.seq, opened.cluster, opened.provider
+        replaces = any(a.end_reason != EndReason.PROVISION_FAILED for a in self.led.attempts(job.run_id)
+                       if a.attempt_id != attempt.attempt_id)  # a job ran before  # fmt: skip
         try:
             with self._together():  # the cluster is up and the run runs this attempt: one change, before the job starts
                 self.led.upsert_cluster(
@@ -115,6 +101,9 @@ class AttemptRunner:
         reason = _end_reason(result, stop_reason)
         if self._moving and reason == EndReason.PREEMPTED and stop_reason is None:
             reason = EndReason.MOVED  # we asked it to stop: the job checkpointed and exited
+        if reason != EndReason.MOVED and self._ready is not None:  # it ended otherwise: the launched cluster goes
+            self._drop_look(self._ready)
+            self._ready = None
         ended_at = self.led.now()
         if stop_reason is not None:  # the run is STOPPING already: the attempt's end is the whole change
             self.led.end_attempt(attempt.attempt_id, reason, exit_code=result.exit_code, ended_at=ended_at)
@@ -214,12 +203,111 @@ class AttemptRunner:
                     overhead_left = 0.0 if run_started is not None else self.d.restart_overhead_hours * 3600.0 - (now - (attempt_started or now))
                     running = (now - run_started) if run_started is not None else 0.0
                     target = self._placement_tick(held, cap, running, overhead_left)
+                    if target is not None and target is not False and target.offer.spot:
+                        looked = self._look(target)  # make-before-break: the job runs on meanwhile
+                        if looked is None:  # refused: what is held runs on, the zone counts as seen without capacity
+                            capacity = self._placement.capacity(held)
+                            target = False
+                        else:
+                            self._ready = looked
                     if target is not False:
                         noticed, self._moving, self._move_to = True, True, target
                         where = "nothing" if target is None else (
                             f"{target.offer.cloud}/{target.offer.region} {'spot' if target.offer.spot else 'on-demand'}")
                         self.d.notify(f"placement: moving to {where}")
                         execution.notify_preemption(self.job.grace_s)
+
+    def _open_attempt(self, scored: ScoredOffer, why: str, *, transition: bool) -> OpenedAttempt:
+        """The attempt row and its cluster record, before anything is provisioned (so a crash
+        after this leaves something for the next command's cleanup to find). `transition`: the
+        run moves to PROVISIONING in the same change (a look launches while the run runs)."""
+        job, spec, offer = self.job, self.job.spec, scored.offer
+        seq = len(self.led.attempts(job.run_id)) + 1
+        cluster = f"{job.run_id}-c{seq}"
+        provider = self.d.provider_for(offer.cloud)
+        # The account is asked of the cloud before the transaction below: no cloud call inside it.
+        new = with_billing_account(NewAttempt.from_offer(offer, num_nodes=spec.num_nodes, cluster=cluster), provider)
+        tags = cluster_tags(job.tags, cluster=cluster, run_id=job.run_id)
+        with self._together():  # the run provisions this attempt on this cluster: one change
+            if transition:
+                self._transition(RunState.PROVISIONING, data={"offer": offer_dict(scored), "why": why})
+            attempt = self.led.add_attempt(job.run_id, new)
+            self.led.upsert_cluster(
+                ClusterRecord(
+                    name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,
+                    state=ClusterState.PROVISIONING, run_id=job.run_id, project=spec.launcher.project, tags=tags,
+                )
+            )  # fmt: skip
+        return OpenedAttempt(scored, attempt, seq, cluster, provider, tags)
+
+    def _provision(self, opened: OpenedAttempt) -> ClusterHandle | AttemptEnd:
+        """Provision the opened attempt's cluster; a refusal tears down what was made and ends
+        the attempt as `provision_failed` (the AttemptEnd returned)."""
+        job, spec, offer = self.job, self.job.spec, opened.scored.offer
+        request = ClusterRequest(
+            cluster=opened.cluster, offer=offer, num_nodes=spec.num_nodes, tags=opened.tags,
+            image_id=spec.resources.image, disk_size_gib=spec.resources.disk_size,
+            ssh_allowed_cidr=job.ssh_allowed_cidr,
+        )  # fmt: skip
+        try:
+            return opened.provider.provision(request)
+        except LauncherError as e:
+            # Missing tool, credentials or configuration fail every offer of that cloud alike.
+            whole_cloud = isinstance(e, ToolMissingError | CredentialsError | BadInputError)
+            self.led.add_event(
+                job.run_id, EventKind.PROVISION, {"ok": False, "error": str(e), "cloud_unusable": whole_cloud},
+                attempt_id=opened.attempt.attempt_id,
+            )  # fmt: skip
+            ended_at = self.led.now()
+            self._teardown(opened.provider, None, opened.cluster, opened.attempt.attempt_id)
+            if whole_cloud:
+                self._unusable_clouds.add(offer.cloud)
+                self.d.notify(f"{offer.cloud}: {e}; skipping its offers")
+            return AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=opened.scored,
+                              attempt_id=opened.attempt.attempt_id, ended_at=ended_at)  # fmt: skip
+
+    def _look(self, target: ScoredOffer) -> ReadyCluster | None:
+        """Before the running job is stopped for spot elsewhere, launch the spot cluster: a cloud
+        that cannot say where spot capacity is answers only a launch, and a refusal must not cost
+        the cluster that runs (make-before-break, as the simulator replays it). The launch is an
+        attempt of its own; refused, it ends `provision_failed` and the job runs on (None)."""
+        opened = self._open_attempt(target, "placement policy: launch before the move", transition=False)
+        o = target.offer
+        self.d.notify(f"attempt {opened.seq}: launching {o.cloud}/{o.region} {o.instance_type} spot before the move")
+        handle = self._provision(opened)
+        if isinstance(handle, AttemptEnd):
+            self.led.end_attempt(opened.attempt.attempt_id, EndReason.PROVISION_FAILED, ended_at=handle.ended_at)
+            self._placement.refused(target)
+            self.d.notify(f"attempt {opened.seq}: refused ({handle.detail}); the running job stays")
+            return None
+        return ReadyCluster(target, opened, handle)
+
+    def _drop_look(self, ready: ReadyCluster) -> None:
+        """A cluster launched for a move that did not happen (the job ended or was stopped first)."""
+        a = ready.opened
+        self.led.end_attempt(a.attempt.attempt_id, EndReason.CANCELLED)
+        self._teardown(a.provider, ready.handle, a.cluster, a.attempt.attempt_id)
+
+
+@dataclass(frozen=True)
+class OpenedAttempt:
+    """An attempt row and its cluster's name, opened before its cluster is provisioned."""
+
+    scored: ScoredOffer
+    attempt: AttemptRecord
+    seq: int
+    cluster: str
+    provider: Provider
+    tags: dict
+
+
+@dataclass(frozen=True)
+class ReadyCluster:
+    """A spot cluster launched for a move while the job still ran (`AttemptRunner._look`)."""
+
+    scored: ScoredOffer
+    opened: OpenedAttempt
+    handle: ClusterHandle
 
 
 def _end_reason(result: ExecResult, stop_reason: str | None) -> str:

@@ -69,6 +69,7 @@ class Controller(AttemptRunner, Decisions, Accounting, Teardown, Transitions):
         self._placement = self._placement_driver()
         self._moving = False  # the placement policy asked the running job to stop
         self._move_to: ScoredOffer | None = None  # ... and this offer next (None: hold nothing for a tick)
+        self._ready = None  # a spot cluster launched for that move before the job was stopped (attempt.py)
 
     def request_cancel(self) -> None:
         """Safe from a signal handler or another thread."""

@@ -22,7 +22,9 @@ done (time attempts spent in their `run` phase), the restart overhead still to p
 attempt started, while it is still provisioning or in setup), and the preemptions so far.
 
 A decision that differs from what is held is a *move*: the controller asks the job to checkpoint
-and stop (the preemption-notice path), ends the attempt as `moved`, and starts the chosen offer.
+and stop (the preemption-notice path), ends the attempt as `moved`, and starts the chosen offer. A
+move to spot launches the chosen offer first, while the job runs on (make-before-break,
+`AttemptRunner._look`): a launch refused for want of capacity leaves the job running.
 Every change of decision is a `placement` event in the ledger with the policy's reason and the
 slack left, so `launcher runs show` says why the run waited, moved or stayed.
 """

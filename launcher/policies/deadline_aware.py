@@ -61,7 +61,6 @@ class DeadlineAwarePolicy(PlacementPolicy):
         reserve_by_outages: bool = True,
         insure_after_overheads: float = 6.0,
         known_spells_hours: tuple[tuple[float, float], ...] | None = None,
-        belief: bool = True,
         gap_spells: float | None = 3.0,
     ) -> None:
         """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
@@ -70,9 +69,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         they beat waiting per hour of slack (by this factor); `reserve_by_outages`: size the
         reserve by the outages expected (else `reserve_work_fraction` of the work left);
         `known_spells_hours`: per zone (mean up, mean down) to use instead of estimates (the
-        benchmark's known-spells measurement, `spells.KnownSpells`); `belief`: from on-demand, try
-        a zone shown available but not seen (no capacity signal) only where the chance that it has
-        capacity makes the try pay (`_unseen_try_pays`; False: try it as if seen up); `gap_spells`:
+        benchmark's known-spells measurement, `spells.KnownSpells`); `gap_spells`:
         a time between two observations of a zone longer than this many of its mean spells in the
         earlier state is not counted as that state (`spells.SpellTracker`, the rule `markov-dp`'s
         model follows; only a run without a capacity signal leaves such gaps; None: always counted)."""
@@ -94,7 +91,6 @@ class DeadlineAwarePolicy(PlacementPolicy):
         self.reserve_by_outages = reserve_by_outages
         self.insure_after_overheads = insure_after_overheads
         self.known_spells_hours = known_spells_hours
-        self.belief = belief
         self.gap_spells = checked_gap_spells(gap_spells)
         self.reset()
 
@@ -189,21 +185,16 @@ class DeadlineAwarePolicy(PlacementPolicy):
             return u / (u + d)
         return chain_p_up(1.0 if seen[1] else 0.0, 1.0 / u, 1.0 / d, now_hours - seen[0])
 
-    def _unseen_try_pays(self, state: DecisionState, target: int) -> tuple[bool, str]:
+    def _unseen_text(self, state: DecisionState, target: int) -> str:
         """From on-demand, into a zone shown available but not seen (a probe on a cloud that cannot
-        report capacity): a try found empty has dropped on-demand, whose restart it pays. Worth it
-        when the chance of capacity times what a hop saves (a spell's spot discount less its two
-        restarts) beats the chance of none times that restart."""
+        report capacity): what the reason says of it. The try goes ahead where spells pay, as with
+        the zone seen up: the spot cluster is launched before on-demand stops, so a refusal costs
+        nothing (make-before-break, in the controller and the simulator)."""
         seen = state.spot_observed
-        if seen is None or seen[target] or not self.belief:
-            return True, ""
-        o = state.restart_overhead_hours
-        od, sp = prices(state)
-        p = self.p_up(target, state.elapsed_hours)
-        gain = self.spells.mean_up(target) * (od - sp) - 2 * o * od
-        pays = p * gain > (1.0 - p) * o * od
+        if seen is None or seen[target]:
+            return ""
         since = self.last_seen.since_text(target, state.elapsed_hours)
-        return pays, f"capacity not seen ({since}): up with probability {p:.2f}"
+        return f"capacity not seen ({since}): up with probability {self.p_up(target, state.elapsed_hours):.2f}"
 
     def decide(self, state: DecisionState) -> Decision:
         z = state.current_zone
@@ -222,13 +213,10 @@ class DeadlineAwarePolicy(PlacementPolicy):
         if target is not None and state.current is Choice.ON_DEMAND:
             need = self.hop_need_hours(state)
             spell = self.spells.mean_up(target)
-            pays, seen = self._unseen_try_pays(state, target) if spell >= need else (False, "")
-            if pays:
+            if spell >= need:
+                seen = self._unseen_text(state, target)
                 why = f"spot back (spells ~{spell:.2f} h >= {need:.2f} h to pay for the move): leave on-demand"
                 return enforce(state, Decision(Choice.SPOT, target, f"{seen}; try spot: {why}" if seen else why), b)
-            if seen:
-                why = f"{seen}: a try found empty would cost on-demand's restart, keep on-demand"
-                return enforce(state, Decision(Choice.ON_DEMAND, z, why), b)
             why = f"spot back but spells ~{spell:.2f} h < {need:.2f} h: a move would not pay, keep on-demand"
             return enforce(state, Decision(Choice.ON_DEMAND, z, why), b)
         if target is not None:

@@ -179,7 +179,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         pick = h
         held, owed = _held(state)
         t, beliefs = state.elapsed_hours, {}
-        home_wait = None  # the home plan's value of holding nothing for this tick (a refused try's)
+        home_keep = None  # the home plan's value of keeping what is held for this tick (a refused try's)
         home_options: dict[Choice, float] = {}
         if self.belief and unseen(state, h):  # the home zone's capacity as a chance, as `markov-dp` reads it
             plan = self.plans[h]
@@ -187,7 +187,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
             options = blended_options(state, plan, held, owed, beliefs[h])
             if options is not None:
                 choice = pick_action(options, held, True, plan.margin)
-                cost, home_wait = options[choice], options[Choice.NONE]
+                cost, home_keep = options[choice], options[held]
                 home_options = options
         home = (cost, choice)
         if choice is not Choice.SPOT:
@@ -198,11 +198,11 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 up = {k: self._stand_in_cost(state, k, path) if path is not None else math.inf for k in others}
                 for k in up:
                     if self.belief and unseen(state, k) and math.isfinite(up[k]):
-                        if home_wait is None:
-                            waits = self.plans[h].options(state, held, owed, state.spot_available[h])
-                            home_wait = waits.get(Choice.NONE, math.inf)
+                        if home_keep is None:
+                            keeps = self.plans[h].options(state, held, owed, state.spot_available[h])
+                            home_keep = keeps.get(held, math.inf)
                         beliefs[k] = self.p_up(k, t, self.plans.get(k), self.models[k])
-                        up[k] = blend(beliefs[k], up[k], home_wait)
+                        up[k] = blend(beliefs[k], up[k], home_keep)
                 k = min(up, key=lambda k: (up[k], k)) if up else None
                 if k is not None and up[k] < cost - margin:
                     pick, cost, choice = k, up[k], Choice.SPOT

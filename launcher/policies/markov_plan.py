@@ -24,13 +24,15 @@ def blended_options(state: DecisionState, plan: Plan, held: Choice, owed_hours: 
                     p_up: float) -> dict[Choice, float] | None:  # fmt: skip
     """Each action's expected cost to finish where the plan's zone has capacity with chance `p_up`:
     staying or waiting go on with capacity up or down in that proportion; a try at spot that finds
-    none holds nothing for the tick (what was held is gone). None past the plan's work."""
+    none keeps what was held for the tick (on-demand or nothing: the new cluster is launched before
+    the old one stops). None past the plan's work."""
     up = plan.options(state, held, owed_hours, True)
     down = plan.options(state, held, owed_hours, False)
     if not up or not down:
         return None
     options = {c: blend(p_up, up[c], down[c]) for c in (Choice.NONE, Choice.ON_DEMAND)}
-    options[Choice.SPOT] = blend(p_up, up[Choice.SPOT], down[Choice.NONE])
+    kept = held if held is Choice.ON_DEMAND else Choice.NONE
+    options[Choice.SPOT] = blend(p_up, up[Choice.SPOT], down[kept])
     return options
 
 

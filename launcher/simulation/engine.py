@@ -17,8 +17,10 @@ With `capacity_signal=False` the policy is shown what a run on a cloud that cann
 capacity (AWS, GCP) sees, as the controller shows it (`policies/capacity_probes.py`): its spot
 zone up while the cluster runs; down after a preemption or a refused start until a probe (one tick,
 then twice as late after each miss, at most `max_probe_hours`); at a probe, and in a zone not tried
-or left, available but not seen. A start refused there (the trace has no capacity) holds nothing
-for that tick, costs nothing and is counted in `refused`.
+or left, available but not seen. A start refused there (the trace has no capacity) is counted in
+`refused` and changes nothing else: a run holding a cluster launches the new one before it stops the
+old (make-before-break, as the controller does), so a refusal leaves what was held running for the
+tick; a run holding nothing holds nothing for it.
 """
 
 from __future__ import annotations
@@ -133,12 +135,14 @@ def simulate(policy: PlacementPolicy, case: SimCase, *, capacity_signal: bool = 
             spot_observed=seen,
         )
         d = policy.decide(state)
-        choice = d.choice
+        choice, to_zone = d.choice, d.zone
         if probes is not None and choice is Choice.SPOT and not (held is Choice.SPOT and d.zone == zone):
             if 0 <= d.zone < n_zones and avail[d.zone] and not truth[d.zone]:
-                probes.refused(d.zone, t)  # a probe that found no capacity: nothing held this tick
+                probes.refused(d.zone, t)  # a probe that found no capacity: what was held runs on
                 refused += 1
-                held, zone, k, choice = Choice.NONE, d.zone, 0, Choice.NONE  # it went there, as the controller does
+                choice, to_zone = held, zone
+                if held is not Choice.SPOT:
+                    zone = d.zone  # it looked there: the zone the controller names next (`PlacementDriver.held`)
             elif 0 <= d.zone < n_zones and avail[d.zone]:
                 probes.running(d.zone)
         if choice is Choice.NONE:
@@ -146,7 +150,7 @@ def simulate(policy: PlacementPolicy, case: SimCase, *, capacity_signal: bool = 
         else:
             new_zone = zone
             if choice is Choice.SPOT:
-                new_zone = d.zone
+                new_zone = to_zone
                 if not (0 <= new_zone < n_zones and avail[new_zone]):
                     raise PolicyBugError(f"{policy.name} chose spot in zone {new_zone} at tick {t} without capacity")
             same = choice is held and (choice is Choice.ON_DEMAND or new_zone == zone)

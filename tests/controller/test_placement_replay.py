@@ -213,7 +213,8 @@ class Recording(PlacementPolicy):
 
 
 def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_ticks: int, overhead_ticks: int,
-           tmp_path, backend: str = "double") -> tuple[list[Decision], float, Ledger, str]:  # fmt: skip
+           tmp_path, backend: str = "double", provider_cls: type[ZoneCapacity] | None = None,
+           ) -> tuple[list[Decision], float, Ledger, str]:  # fmt: skip
     zones = {f"z{i}": t for i, t in enumerate(traces)}
     clock = Clock()
     provider: ZoneCapacity | BilledLocal
@@ -221,7 +222,7 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
         provider = BilledLocal(zones, clock)
         ranked = [*provider.offers(), provider.offer(spot=False)]
     else:
-        provider = (BlindZones if backend == "blind" else ZoneCapacity)(zones, clock)
+        provider = (provider_cls or (BlindZones if backend == "blind" else ZoneCapacity))(zones, clock)
         ranked = [offer(z, True) for z in zones] + [offer("z0", False)]
     cands = tuple(Candidate(ScoredOffer(o, i + 1, 0.01, "<5%", None, 1.0, o.price_usd_per_hour), 0)
                   for i, o in enumerate(ranked))  # fmt: skip
@@ -272,8 +273,8 @@ def decisions(log: list[Decision]) -> list[tuple[str, int, str]]:
     return [(d.choice.value, d.zone if d.choice.value == "spot" else 0, d.reason) for d in log]
 
 
-def check(policy, traces, tmp_path, backend="double", **job):
-    ctl_log, ctl_cost, led, run_id = replay(policy, traces, tmp_path=tmp_path, backend=backend, **job)
+def check(policy, traces, tmp_path, backend="double", provider_cls=None, **job):
+    ctl_log, ctl_cost, led, run_id = replay(policy, traces, tmp_path=tmp_path, backend=backend, provider_cls=provider_cls, **job)
     sim_log, sim_cost, result = sim(policy, traces, capacity_signal=backend != "blind", **job)
     assert decisions(ctl_log) == decisions(sim_log)
     assert ctl_cost == pytest.approx(sim_cost, abs=1e-9)
