@@ -32,9 +32,9 @@ day of data cannot tell a cycle from a drift.
 Where the cloud cannot report spot capacity (AWS, GCP: `DecisionState.spot_observed`), a zone
 shown available because a probe is due is not up for sure: it is up with the chain's probability
 since the zone was last seen (`p_up`), from rates at a hopeful quantile of their posterior
-(`belief_quantile`), and a try that finds nothing holds nothing for the tick, so from on-demand it
-costs on-demand's restart. Each action is scored over both outcomes from the plan's table. Read as up
-for sure, a run on on-demand through an outage left it for every probe.
+(`belief_quantile`). Each action is scored over both outcomes from the plan's table; a try that finds
+nothing keeps what was held for the tick (on-demand runs on: the controller launches spot before it
+stops a running cluster), so from on-demand a look is priced by what it gains when it finds capacity.
 
 Solves are spread over decisions (`chunk` ticks of backward induction per decision, fewer where
 the work left is long, since a tick's time grows with it) so that no decision waits for a whole one;
@@ -266,7 +266,7 @@ class MarkovDPPolicy(PlacementPolicy):
     def _choose_unseen(self, state: DecisionState, b: Budget, fallback: Decision, plan: Plan) -> Decision | None:
         """Capacity not seen (a cloud that cannot report it): shown available so that a launch may
         probe it, but up only with the chain's probability since the zone was last seen. A try that
-        finds none holds nothing for the tick (what was held is gone: two restarts, from on-demand);
+        finds none keeps what was held for the tick (launched before the held cluster stops);
         staying and waiting go on with capacity up or down in that proportion."""
         z = state.current_zone
         p_up = self.p_up(z, state.elapsed_hours, plan)
