@@ -232,6 +232,8 @@ class AttemptRunner:
             if transition:
                 self._transition(RunState.PROVISIONING, data={"offer": offer_dict(scored), "why": why})
             attempt = self.led.add_attempt(job.run_id, new)
+            if not transition:  # a look: never the run's last word on resume unless it ran (teardown.py)
+                self.led.add_event(job.run_id, EventKind.LOOK, {"offer": offer_dict(scored)}, attempt_id=attempt.attempt_id)
             self.led.upsert_cluster(
                 ClusterRecord(
                     name=cluster, provider=offer.cloud, region=offer.region, zone=offer.zone,

@@ -42,7 +42,7 @@ class Teardown:
     def _settle_resumed(self) -> bool:
         """The job ended on its own while no controller watched: a completed job ends the run,
         a setup failure or a failure past max_restarts fails it. True when the run ended."""
-        attempts = self.led.attempts(self.job.run_id)
+        attempts = self._attempts_that_ran()
         last = attempts[-1] if attempts else None
         if last is None:
             return False
@@ -61,6 +61,15 @@ class Teardown:
             self._fail(last.end_reason, detail, exit_code=last.exit_code)
             return True
         return False
+
+    def _attempts_that_ran(self) -> list[AttemptRecord]:
+        """The run's attempts less the looks that never ran a job (a launch before a move that the
+        controller died in, or dropped): how the run ended is the last real attempt's to say."""
+        looks = {e.attempt_id for e in self.led.events(self.job.run_id, kind=EventKind.LOOK)}
+        if not looks:
+            return self.led.attempts(self.job.run_id)
+        ran = {e.attempt_id for e in self.led.events(self.job.run_id, kind=EventKind.PROVISION) if e.data.get("ok")}
+        return [a for a in self.led.attempts(self.job.run_id) if a.attempt_id not in looks or a.attempt_id in ran]
 
     def _runtime_exit(self, attempt: AttemptRecord) -> str | None:
         """Why `attempt`'s exit code is the runtime's, not the job's (as the live controller's

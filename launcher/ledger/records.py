@@ -68,6 +68,7 @@ class EventKind(StrEnum):
     TEARDOWN = "teardown"
     BUDGET_STOP = "budget_stop"
     LOG = "log"
+    LOOK = "look"  # an attempt opened to launch spot before the running job is moved to it
 
 
 class ClusterState(StrEnum):

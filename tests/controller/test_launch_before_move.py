@@ -47,3 +47,76 @@ def test_a_refused_look_leaves_on_demand_running_and_a_granted_one_is_launched_f
     assert moved_to.spot and moved_to.end_reason in (None, "completed"), moved_to
     assert any(Ordered.calls[i][1] == moved_to.cluster for i in granted)
     assert Ordered.calls[end_od][3] >= 6 * GAP_S + 60 * GAP_S  # not before capacity came back
+
+
+class Killed(BaseException):
+    """The controller process dies here (as under `kill -9`: nothing after this line runs)."""
+
+
+def test_a_controller_killed_while_it_launches_before_a_move_is_repaired_by_the_next(ledger, tmp_path, monkeypatch):
+    # On on-demand through an outage, the controller dies in the middle of a launch that looks at
+    # spot: two open attempts (the running on-demand job and the look) and two clusters. The next
+    # controller closes both, terminates both, and takes the run to its end.
+    from launcher.controller.controller import Controller
+    from tests.controller import test_no_capacity_signal as outage
+
+    class DiesInALook(outage.OutageCloud):
+        def provision(self, request):
+            on_demand_up = any(not r.offer.spot for r in self.provisioned) and not any(
+                c == r.cluster for r in self.provisioned if not r.offer.spot for c in self.terminated)
+            if request.offer.spot and on_demand_up and self._out() and not getattr(self, "died", False):
+                self.died = True
+                self.provisioned.append(request)
+                raise Killed
+            return super().provision(request)
+
+    real = outage.OutageCloud
+    monkeypatch.setattr(outage, "OutageCloud", DiesInALook)
+    monkeypatch.setattr(outage, "DEADLINE_H", 5.0)  # 1 h of slack for a 2 h outage: on-demand, looking
+    try:
+        outage.run(ledger, tmp_path, "deadline-aware")
+        raise AssertionError(f"the controller was not killed in a look: {[(a.spot, a.end_reason) for a in ledger.attempts('r1')]}")
+    except Killed:
+        pass
+    monkeypatch.setattr(outage, "OutageCloud", real)
+    attempts = ledger.attempts("r1")
+    open_ = [a for a in attempts if a.is_open]
+    assert [(a.spot, a.cluster) for a in open_] == [(False, open_[0].cluster), (True, open_[1].cluster)]
+    # The next controller (a resume) repairs it and finishes the run.
+    result, cloud, clock = outage.run(ledger, tmp_path, "deadline-aware", resume=True)
+    assert result.state == "succeeded"
+    assert not [a for a in ledger.attempts("r1") if a.is_open]
+    by_name = {a.cluster: a for a in ledger.attempts("r1")}
+    assert {by_name[a.cluster].end_reason for a in open_} == {"abandoned"}
+    assert all(c.state == "terminated" for c in ledger.clusters(run_id="r1") if c.name in {a.cluster for a in open_})
+
+
+def test_a_job_that_finished_while_its_controller_died_in_a_look_ends_the_run(tmp_path):
+    # The job finished on its own while the controller, dead, was launching spot for a move: the
+    # look is the last attempt in the ledger, but the run's end is the job's (completed), not a reason
+    # to start the job again.
+    from launcher.controller.controller import Controller
+    from launcher.ledger import Ledger
+    from launcher.ledger.records import ClusterRecord, ClusterState, EventKind, NewAttempt
+    from tests.controller.conftest import make_deps
+    from tests.controller.doubles import ScriptedExecution, ScriptedProvider, offer
+    from tests.controller.test_sky_cluster_cleanup import (
+        DiesWhileWatched, Outcome, SkyLikeExecutor, _killed_mid_job, sky_cluster_name_of)  # fmt: skip
+
+    executor = SkyLikeExecutor([lambda: DiesWhileWatched(None), lambda: ScriptedExecution(Outcome.SUCCEEDED)])
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as led:
+        job, c = _killed_mid_job(led, tmp_path, executor)
+        spot = offer("team-b", 1.0, spot=True)
+        look = led.add_attempt(job.run_id, NewAttempt.from_offer(spot, num_nodes=1, cluster=f"{job.run_id}-c2"))
+        led.add_event(job.run_id, EventKind.LOOK, {"offer": {"zone": spot.zone}}, attempt_id=look.attempt_id)
+        led.upsert_cluster(ClusterRecord(name=f"{job.run_id}-c2", provider="fake", region=spot.region, zone=spot.zone,
+                                         state=ClusterState.PROVISIONING, run_id=job.run_id, project="p"))  # fmt: skip
+        executor.sky.clusters[sky_cluster_name_of(c.name)] = "SUCCEEDED"  # the job ended on its own
+
+        result = Controller(job, make_deps(led, ScriptedProvider(), executor)).run()
+
+        assert (result.state, result.end_reason) == ("succeeded", "completed")
+        assert len(executor.started) == 1, "adopted, not started over"
+        first, second = led.attempts(job.run_id)
+        assert (first.end_reason, second.end_reason) == ("completed", "abandoned")
+        assert led.get_cluster(f"{job.run_id}-c2").state == "terminated"

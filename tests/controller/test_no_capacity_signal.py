@@ -42,10 +42,12 @@ class OutageCloud(ScriptedProvider):
         return ClusterHandle(request.cluster, "fake", request.offer.region, None, (Node("i-1", "10.0.0.1", 0),))
 
     def preemption_notice(self, handle, running_s):
-        return "reclaimed" if self.provisioned[-1].offer.spot and self._out() else None
+        spot = next(r.offer.spot for r in self.provisioned if r.cluster == handle.cluster)
+        return "reclaimed" if spot and self._out() else None
 
 
-def run(ledger, tmp_path, policy: str):
+def run(ledger, tmp_path, policy: str, *, resume: bool = False):
+    """The run `r1` to its end (`resume`: already in the ledger, as a controller that died left it)."""
     clock, done = Clock(), [0.0]
 
     @dataclass
@@ -70,12 +72,13 @@ def run(ledger, tmp_path, policy: str):
             return r
 
     spec = f"run: python train.py\nlauncher: {{deadline: {DEADLINE_H}h, recovery: {policy}}}\n"
-    ledger.create_run(RunRecord(run_id="r1", name="t", spec_hash="h", spec_yaml=spec, project="p", budget_usd=None))
+    if not resume:
+        ledger.create_run(RunRecord(run_id="r1", name="t", spec_hash="h", spec_yaml=spec, project="p", budget_usd=None))
     offers = [offer("east", 1.0), offer("east", 3.0, spot=False)]
     plan = Plan("t", 1, tuple(Candidate(scored(o, i + 1), 0) for i, o in enumerate(offers)), False, True, WORK_H,
                 BudgetCheck(1.0, None, "p", None, None))  # fmt: skip
     run_dir = tmp_path / "r1"
-    run_dir.mkdir()
+    run_dir.mkdir(exist_ok=resume)
     job = RunJob("r1", run_dir, load_spec_text(spec).spec, plan, None, run_dir / "ck", {"project": "p"}, grace_s=0.1)
     cloud = OutageCloud(clock)
     deps = make_deps(ledger, cloud, ScriptedExecutor([lambda: Work(None)]), clock=clock,
