@@ -40,6 +40,7 @@ evidence is thin (a few spells), converging to it as spells are seen.
 from __future__ import annotations
 
 import math
+import random
 
 HOURS_PER_DAY = 24
 CYCLE_SHOWN = 0.3  # a daily profile whose hours differ by this much in share up is called a cycle
@@ -182,6 +183,12 @@ class ZoneModel:
 
         a, _ = self._posterior(s)
         return float(gammaincinv(a, q)) / a
+
+    def drawn_mean_hours(self, s: int, rng: random.Random) -> float:
+        """The mean spell in state s under one draw of its overall rate from the posterior (for
+        Thompson sampling: it exceeds a threshold as often as the posterior says it may)."""
+        a, b = self._posterior(s)
+        return b / max(rng.gammavariate(a, 1.0), 1e-300)
 
     def mean_hours(self, s: int) -> float:
         """Mean spell in state s (1 = up): time seen in it over spells seen ending, with the prior."""

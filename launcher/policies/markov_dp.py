@@ -47,6 +47,7 @@ the chosen action is expected to save over the next best, and the expected cost 
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 
@@ -60,6 +61,9 @@ from launcher.policies.markov_plan import (VERB, Plan, Solve, blended_options, e
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
 
 
+EXPLORE_SEED = 0  # the draws of `explore`: one generator per run, the same in the simulator and the controller
+
+
 class MarkovDPPolicy(PlacementPolicy):
     name = "markov-dp"
 
@@ -70,7 +74,8 @@ class MarkovDPPolicy(PlacementPolicy):
                  reserve_overheads: float = 0.0, wait_when_up: bool = True, band_priors: bool = False,
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
                  scenarios: int = 1, poll_hours: float = DEFAULT_POLL_HOURS, belief: bool = True,
-                 belief_quantile: float | None = 0.999, gap_spells: float | None = 3.0) -> None:  # fmt: skip
+                 belief_quantile: float | None = 0.999, gap_spells: float | None = 3.0,
+                 explore: bool = True) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set) and `scenarios` (a spread
         gains on the tuning set and loses on both judging sets); see docs/policy-experiments.md.
@@ -94,7 +99,12 @@ class MarkovDPPolicy(PlacementPolicy):
         up, short ones down; None: the posterior mean), so a zone seen little, or seen only long
         ago, is looked at again; `gap_spells`: a time between two observations of the zone longer
         than this many of its mean spells in the earlier state is not counted as that state
-        (`ZoneModel`; only a run without a capacity signal leaves such gaps; None: always counted)."""
+        (`ZoneModel`; only a run without a capacity signal leaves such gaps; None: always counted);
+        `explore`: on on-demand, where the zone is shown available but not seen and the plan keeps
+        on-demand, try spot when one draw of the zone's mean up spell from its posterior would pay
+        for the move (Thompson sampling; a refused try costs nothing, so the estimate is tested
+        as often as the posterior leaves room for long spells; draws from a generator seeded per
+        run, so the simulator and the controller draw alike)."""
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
             raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
         if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1 or chunk_width < 1:
@@ -124,6 +134,7 @@ class MarkovDPPolicy(PlacementPolicy):
         if belief_quantile is not None and not 0.0 < belief_quantile < 1.0:
             raise ValueError("belief_quantile must be in (0, 1), or None for the posterior mean")
         self.belief, self.belief_quantile = belief, belief_quantile
+        self.explore = explore
         self.gap_spells = checked_gap_spells(gap_spells)  # refused here, before a run, not at its first model
         if belief and belief_quantile is not None:
             # The quantile's import (scipy.special, a few hundred ms once) at construction, not
@@ -148,6 +159,7 @@ class MarkovDPPolicy(PlacementPolicy):
         self._last_reason: tuple | None = None
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours, gap_spells=self.gap_spells)
         self.last_seen = LastSeen()
+        self._draws = random.Random(EXPLORE_SEED)
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self._seeds[zone] = (up_hours, preemptions)
@@ -273,7 +285,7 @@ class MarkovDPPolicy(PlacementPolicy):
         options = blended_options(state, plan, state.current, state.overhead_remaining_hours, p_up)
         if options is None:  # past the plan's work: the table's own reading
             return None
-        choice = pick_action(options, state.current, True, plan.margin)
+        choice, explored = self._explored(state, self.model, options, pick_action(options, state.current, True, plan.margin))
         cost = options[choice]
         if not math.isfinite(cost):  # as in `_choose`: the rule-based policy
             why = f"no model plan keeps the reserve; deadline-aware: {fallback.reason}"
@@ -281,9 +293,24 @@ class MarkovDPPolicy(PlacementPolicy):
         since = self.last_seen.since_text(z, state.elapsed_hours)
         verb = "try spot" if choice is Choice.SPOT else VERB[choice]
         why = (f"zone model: {estimate_text(self.model, self.scenarios)}; capacity not seen ({since}): "
-               f"up with probability {p_up:.2f}; {verb}{saving_text(options, choice)} "
+               f"up with probability {p_up:.2f}; {verb}{explored or saving_text(options, choice)} "
                f"(expected ${cost:.2f} to finish)")  # fmt: skip
         return enforce(state, Decision(choice, z, why), b)
+
+    def _explored(self, state: DecisionState, model: ZoneModel, options: dict[Choice, float],
+                  choice: Choice) -> tuple[Choice, str]:  # fmt: skip
+        """`explore`: on on-demand with the zone shown available but not seen, where the plan keeps
+        on-demand, try spot when a draw of the zone's mean up spell from its posterior pays for the
+        move (the estimate is tested as often as the posterior leaves room for long spells: a
+        refusal costs nothing, a spell held teaches it). The choice, and what the reason adds."""
+        if not self.explore or state.current is not Choice.ON_DEMAND or choice is Choice.SPOT:
+            return choice, ""
+        if not math.isfinite(options.get(Choice.SPOT, math.inf)):
+            return choice, ""
+        drawn, need = model.drawn_mean_hours(1, self._draws), DeadlineAwarePolicy.hop_spell_hours(state)
+        if drawn < need:
+            return choice, ""
+        return Choice.SPOT, f" (a draw of its up spells from the posterior, {drawn:.2f} h, pays for the move: >= {need:.2f} h)"
 
     def p_up(self, zone: int, now_hours: float, plan: Plan | None, model: ZoneModel | None = None) -> float:
         """The chain's probability (the plan's hourly rates, or without a plan the model's; `model`,

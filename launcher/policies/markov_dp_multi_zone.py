@@ -181,12 +181,13 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
         t, beliefs = state.elapsed_hours, {}
         home_keep = None  # the home plan's value of keeping what is held for this tick (a refused try's)
         home_options: dict[Choice, float] = {}
+        explored = ""
         if self.belief and unseen(state, h):  # the home zone's capacity as a chance, as `markov-dp` reads it
             plan = self.plans[h]
             beliefs[h] = self.p_up(h, t, plan, self.models[h])
             options = blended_options(state, plan, held, owed, beliefs[h])
             if options is not None:
-                choice = pick_action(options, held, True, plan.margin)
+                choice, explored = self._explored(state, self.models[h], options, pick_action(options, held, True, plan.margin))
                 cost, home_keep = options[choice], options[held]
                 home_options = options
         home = (cost, choice)
@@ -216,7 +217,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                     f"up with probability {beliefs[pick]:.2f}")
             if pick == h:  # the home plan read with the chance, as `markov-dp` does
                 why = (f"zone {h} model: {estimate_text(self.models[h], self.scenarios)}; {seen}; "
-                       f"{VERB[choice]}{saving_text(home_options, choice)} "
+                       f"{VERB[choice]}{explored or saving_text(home_options, choice)} "
                        f"(expected ${cost:.2f} to finish)")  # fmt: skip
             else:
                 why = f"{self._why(state, pick, choice, cost, {**scored, h: home}, ref=h)}; {seen}"
