@@ -198,3 +198,36 @@ def test_the_multi_zone_twin_weighs_an_unseen_zone_it_would_stand_in_for():
     d = p.decide(two(2.0, (False, True), (True, False)))  # zone 1 last seen down 2 h ago: likely back
     assert (d.choice, d.zone) == (Choice.SPOT, 1)
     assert "zone 1 capacity not seen (seen down 2.0 h ago): up with probability" in d.reason
+
+
+def test_explore_tests_an_estimate_of_short_spells_when_the_zone_is_not_seen():
+    """Four short spells, a 3 h outage that sends the run to on-demand, then 60 h of capacity nobody
+    sees: on the posterior mean (spells of about 0.2 h) a move never pays, and without `explore` the
+    run stays on on-demand to the end, paying twice what it would with a capacity signal. With it,
+    a draw from the posterior long enough to pay for the move sends a look; the look finds the long
+    spell, which the estimate learns, and the run is on spot. Draws are seeded per run: the same
+    run twice decides alike; with the signal nothing changes."""
+    spells = [(1, 0.27), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 3.0), (1, 60.0)]
+    avail = tuple(bool(up) for up, hours in spells for _ in range(round(hours / G)))
+    case = SimCase((Trace("short-then-long", G * 3600, avail),), 0, 20.0, 26.0, 0.2, 3.0, 1.0)
+
+    class Logged(MarkovDPPolicy):
+        def decide(self, state):
+            d = super().decide(state)
+            self.log.append(d)
+            return d
+
+        def reset(self):
+            super().reset()
+            self.log = []
+
+    stuck = simulate(MarkovDPPolicy(explore=False), case, capacity_signal=False)
+    explorer = Logged()
+    looked = simulate(explorer, case, capacity_signal=False)
+    signalled = simulate(MarkovDPPolicy(), case)
+    assert stuck.met_deadline and looked.met_deadline
+    assert stuck.spot_hours < 1.0 and stuck.cost > 1.8 * signalled.cost
+    assert looked.spot_hours > 15.0 and looked.cost < 0.5 * stuck.cost and looked.cost < 1.1 * signalled.cost
+    assert any("a draw of its up spells from the posterior" in d.reason and d.choice is Choice.SPOT for d in explorer.log)
+    assert simulate(Logged(), case, capacity_signal=False) == looked
+    assert simulate(MarkovDPPolicy(explore=False), case) == signalled
