@@ -134,6 +134,8 @@ class MarkovDPPolicy(PlacementPolicy):
         if belief_quantile is not None and not 0.0 < belief_quantile < 1.0:
             raise ValueError("belief_quantile must be in (0, 1), or None for the posterior mean")
         self.belief, self.belief_quantile = belief, belief_quantile
+        if not isinstance(explore, bool):
+            raise ValueError("explore must be True or False")
         self.explore = explore
         self.gap_spells = checked_gap_spells(gap_spells)  # refused here, before a run, not at its first model
         if belief and belief_quantile is not None:

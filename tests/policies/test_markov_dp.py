@@ -328,6 +328,10 @@ def test_markov_dp_rejects_bad_parameters():
     for bad in (0, 10, 2.5, True, "3"):
         with pytest.raises(BadInputError, match="scenarios must be a whole number from 1 to 9"):
             get_placement_policy("markov-dp-multi-zone", scenarios=bad)
+    for bad in (1, "yes", None):
+        for name in ("markov-dp", "markov-dp-multi-zone"):
+            with pytest.raises(BadInputError, match="explore must be True or False"):
+                get_placement_policy(name, explore=bad)
 
 
 def test_markov_dp_takes_earlier_runs_evidence_for_its_own_zone_only():
