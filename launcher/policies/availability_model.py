@@ -61,30 +61,6 @@ def gap_is_evidence(gap_hours: float, mean_spell_hours: float, gap_spells: float
     return gap_spells is None or gap_hours <= gap_spells * mean_spell_hours
 
 
-def gap_expectation(leave_rate: float, back_rate: float, gap_hours: float, same: bool) -> tuple[float, float, float]:
-    """For a two-state chain that leaves state s at `leave_rate` and comes back at `back_rate` (per
-    hour), seen in s and, `gap_hours` later, in s again (`same`) or in the other state: the expected
-    time in s over the gap, and the expected numbers of spells of s and of the other state that ended
-    in it. Closed form: P(t) = Pi + exp(-r t) (I - Pi), r = the sum of the rates, and each
-    expectation is an integral of P(t) P(gap - t) over the chain's bridge (Hobolth & Jensen 2011)."""
-    a, b, T = leave_rate, back_rate, gap_hours
-    r = a + b
-    pi = (b / r, a / r)  # stationary shares of s (0) and the other state (1)
-    e = math.exp(-r * T)
-    k = 0 if same else 1
-
-    def p(i: int, j: int, t: float) -> float:
-        return pi[j] + ((i == j) - pi[j]) * math.exp(-r * t)
-
-    def bridge(i: int, j: int, m: int, n: int) -> float:
-        """Integral over t in [0, T] of P_ij(t) P_mn(T - t)."""
-        x, y = (i == j) - pi[j], (m == n) - pi[n]
-        return pi[j] * pi[n] * T + (pi[n] * x + pi[j] * y) * (1.0 - e) / r + x * y * T * e
-
-    end = p(0, k, T)
-    return bridge(0, 0, 0, k) / end, a * bridge(0, 0, 1, k) / end, b * bridge(0, 1, 0, k) / end
-
-
 class ZoneModel:
     """One zone's spells up and down, by hour of the run's day."""
 
@@ -118,11 +94,7 @@ class ZoneModel:
         self._bends = [[0] * HOURS_PER_DAY, [0] * HOURS_PER_DAY]  # per hour bin, spells ended [down, up]
 
     # ---- observing ------------------------------------------------------------------------------
-    def observe(self, now_hours: float, up: bool, watched: bool = True) -> None:
-        """The zone seen up or down at `now_hours`. `watched`: it was seen at the run's decision just
-        before too (a cluster held there, or the cloud reports capacity), so no spell can have begun
-        and ended unseen in between; False: it was not looked at since it was last seen, and the gap
-        is filled by what the model expects of it given both ends (`fill_gap`)."""
+    def observe(self, now_hours: float, up: bool) -> None:
         if self._state is None:
             self._state, self._since, self._last = up, now_hours, now_hours
             return
@@ -133,9 +105,6 @@ class ZoneModel:
         if not gap_is_evidence(dt, self.mean_hours(s), self.gap_spells):
             self._exp[s] += self._last - self._since  # the spell seen so far: censored, no end
             self._state, self._since, self._last = up, now_hours, now_hours
-            return
-        if not watched and dt > 0 and self._prior_logit is None:
-            self.fill_gap(now_hours, up)
             return
         if dt > 0:
             self._add_time(s, self._last, now_hours)
@@ -154,34 +123,6 @@ class ZoneModel:
             self._bends[s][h] += 1
             self._state, self._since = up, now_hours
         self._last = now_hours
-
-    def fill_gap(self, now_hours: float, up: bool) -> None:
-        """Count the time since the zone was last seen by its expectation under the chain as now
-        estimated, given the state seen at both ends (the E-step of EM for a two-state chain seen at
-        intervals): time in each state and the spells expected to have ended. Counted as the earlier
-        state throughout, a zone looked at only now and then would have every outage it was seen in
-        stretched to the next look, and the longer the outages it is credited, the rarer the looks."""
-        t0, s = self._last, int(self._state)
-        self._exp[s] += t0 - self._since  # the spell seen until the gap: its end, if any, is in the gap
-        time_s, ends_s, ends_o = gap_expectation(1.0 / self.mean_hours(s), 1.0 / self.mean_hours(1 - s),
-                                                 now_hours - t0, up == self._state)  # fmt: skip
-        dt = now_hours - t0
-        time_o = dt - time_s
-        self._exp[s] += time_s
-        self._exp[1 - s] += time_o
-        self._ends[s] += ends_s
-        self._ends[1 - s] += ends_o
-        # Spread over the gap's hours of the day in proportion to their share of it.
-        t = t0
-        while now_hours - t > 1e-12:
-            edge = min(now_hours, math.floor(t) + 1.0)
-            h, f = int(t % HOURS_PER_DAY), (edge - t) / dt
-            self._bexp[s][h] += f * time_s
-            self._bexp[1 - s][h] += f * time_o
-            self._bends[s][h] += f * ends_s
-            self._bends[1 - s][h] += f * ends_o
-            t = edge
-        self._state, self._since, self._last = up, now_hours, now_hours
 
     def _add_time(self, s: int, t0: float, t1: float) -> None:
         row = self._bexp[s]

@@ -75,7 +75,7 @@ class MarkovDPPolicy(PlacementPolicy):
                  cycle_prior: float | None = None, start_margin: float = 0.25, slack_price: float = 0.5,
                  scenarios: int = 1, poll_hours: float = DEFAULT_POLL_HOURS, belief: bool = True,
                  belief_quantile: float | None = 0.999, gap_spells: float | None = 3.0,
-                 explore: bool = True, fill_gaps: bool = True) -> None:  # fmt: skip
+                 explore: bool = True) -> None:  # fmt: skip
         """Defaults chosen on the tuning generator only, but for `start_margin` and `slack_price`
         (each looked for after a judging case, neutral on the tuning set) and `scenarios` (a spread
         gains on the tuning set and loses on both judging sets); see docs/policy-experiments.md.
@@ -104,9 +104,7 @@ class MarkovDPPolicy(PlacementPolicy):
         on-demand, try spot when one draw of the zone's mean up spell from its posterior would pay
         for the move (Thompson sampling; a refused try costs nothing, so the estimate is tested
         as often as the posterior leaves room for long spells; draws from a generator seeded per
-        run, so the simulator and the controller draw alike); `fill_gaps`: time between two looks at
-        a zone (not seen at the decisions in between) counts by what the model expects of it given
-        the states seen at both ends (`ZoneModel.fill_gap`; False: as the earlier state throughout)."""
+        run, so the simulator and the controller draw alike)."""
         if min(prior_up_hours, prior_down_hours, prior_weight, bin_weight, resolve_hours, poll_hours) <= 0:
             raise ValueError("priors, weights, resolve_hours and poll_hours must be > 0")
         if overhead_ticks < 1 or max_ticks < 8 or first_ticks < 8 or chunk < 1 or chunk_width < 1:
@@ -136,10 +134,9 @@ class MarkovDPPolicy(PlacementPolicy):
         if belief_quantile is not None and not 0.0 < belief_quantile < 1.0:
             raise ValueError("belief_quantile must be in (0, 1), or None for the posterior mean")
         self.belief, self.belief_quantile = belief, belief_quantile
-        for flag, value in (("explore", explore), ("fill_gaps", fill_gaps)):
-            if not isinstance(value, bool):
-                raise ValueError(f"{flag} must be True or False")
-        self.explore, self.fill_gaps = explore, fill_gaps
+        if not isinstance(explore, bool):
+            raise ValueError("explore must be True or False")
+        self.explore = explore
         self.gap_spells = checked_gap_spells(gap_spells)  # refused here, before a run, not at its first model
         if belief and belief_quantile is not None:
             # The quantile's import (scipy.special, a few hundred ms once) at construction, not
@@ -165,7 +162,6 @@ class MarkovDPPolicy(PlacementPolicy):
         self._fallback = DeadlineAwarePolicy(poll_hours=self.poll_hours, gap_spells=self.gap_spells)
         self.last_seen = LastSeen()
         self._draws = random.Random(EXPLORE_SEED)
-        self._clock = (-math.inf, -math.inf)  # (previous decision's time, this one's)
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self._seeds[zone] = (up_hours, preemptions)
@@ -179,25 +175,11 @@ class MarkovDPPolicy(PlacementPolicy):
                                    self.gap_spells)  # fmt: skip
             if z in self._seeds:  # earlier runs' evidence for the zone it plans on, not the others'
                 self.model.seed_up(*self._seeds[z])
-        self._tick_clock(state)
         up = seen_capacity(state)[z]
         if up is not None:
-            self.model.observe(state.elapsed_hours, up, self._watched(state, z))
+            self.model.observe(state.elapsed_hours, up)
             self.last_seen.observe(z, state.elapsed_hours, up)
         return self.model
-
-    def _tick_clock(self, state: DecisionState) -> None:
-        """Keep the time of the decision before this one (asked again at an instant, the same)."""
-        if state.elapsed_hours > self._clock[1]:
-            self._clock = (self._clock[1], state.elapsed_hours)
-
-    def _watched(self, state: DecisionState, zone: int) -> bool:
-        """Was `zone` seen at the decision before this one (or does the cloud report capacity)? If
-        not, the time since it was last seen is a gap its model fills by expectation."""
-        if state.spot_observed is None or not self.fill_gaps:
-            return True
-        seen = self.last_seen.get(zone)
-        return seen is not None and seen[0] >= self._clock[0]
 
     # ---- solving ----------------------------------------------------------------------------------
     def _tick_hours(self, state: DecisionState, left: float, most: int) -> float:

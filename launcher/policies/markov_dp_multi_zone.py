@@ -82,7 +82,6 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
     def _observe(self, state: DecisionState) -> None:
         if self._home is None:
             self._home = state.current_zone
-        self._tick_clock(state)
         for z, up in enumerate(seen_capacity(state)):
             m = self.models.get(z)
             if m is None:
@@ -92,7 +91,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 if z in self._seeds:
                     m.seed_up(*self._seeds[z])
             if up is not None:
-                m.observe(state.elapsed_hours, up, self._watched(state, z))
+                m.observe(state.elapsed_hours, up)
                 self.last_seen.observe(z, state.elapsed_hours, up)
         self.model = self.models[state.current_zone]  # what the reasons of `markov-dp` read
 
