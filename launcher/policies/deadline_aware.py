@@ -29,11 +29,16 @@ move pays.
 
 from __future__ import annotations
 
+import random
+
 from launcher.policies.availability_model import checked_gap_spells
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
 from launcher.policies.spells import KnownSpells, SpellTracker
+
+
+EXPLORE_SEED = 0  # the draws of `explore`: one generator per run, the same in the simulator and the controller
 
 
 def prices(state: DecisionState) -> tuple[float, float]:
@@ -62,6 +67,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
         insure_after_overheads: float = 6.0,
         known_spells_hours: tuple[tuple[float, float], ...] | None = None,
         gap_spells: float | None = 3.0,
+        explore: bool = True,
     ) -> None:
         """Defaults chosen on the tuning set only (bench/bench_policies.py). `prior_*`: the spells
         assumed before any is seen, worth `prior_weight` spells; `hop_margin`: the spell a hop asks
@@ -72,7 +78,12 @@ class DeadlineAwarePolicy(PlacementPolicy):
         benchmark's known-spells measurement, `spells.KnownSpells`); `gap_spells`:
         a time between two observations of a zone longer than this many of its mean spells in the
         earlier state is not counted as that state (`spells.SpellTracker`, the rule `markov-dp`'s
-        model follows; only a run without a capacity signal leaves such gaps; None: always counted)."""
+        model follows; only a run without a capacity signal leaves such gaps; None: always counted);
+        `explore`: on on-demand, where the zone is shown available but not seen and its spells
+        seen are too short for a move, try spot when one draw of its mean up spell from the
+        estimate's posterior would pay for the move (Thompson sampling, as `markov-dp` does: the
+        spot cluster is launched before on-demand stops, so a refusal costs nothing, and a short
+        estimate made from a few spells is tested as often as they leave room for long ones)."""
         if reserve_overheads < 0 or reserve_work_fraction < 0 or poll_hours <= 0:
             raise ValueError("reserve_overheads and reserve_work_fraction must be >= 0, poll_hours > 0")
         if prior_up_hours <= 0 or prior_down_hours <= 0 or prior_weight <= 0:
@@ -92,6 +103,9 @@ class DeadlineAwarePolicy(PlacementPolicy):
         self.insure_after_overheads = insure_after_overheads
         self.known_spells_hours = known_spells_hours
         self.gap_spells = checked_gap_spells(gap_spells)
+        if not isinstance(explore, bool):  # "no" or "0" from a command line must not mean on
+            raise ValueError("explore must be True or False")
+        self.explore = explore
         self.reset()
 
     def _tracker(self) -> SpellTracker:
@@ -103,6 +117,7 @@ class DeadlineAwarePolicy(PlacementPolicy):
     def reset(self) -> None:
         self.spells = self._tracker()
         self.last_seen = LastSeen()
+        self._draws = random.Random(EXPLORE_SEED)
 
     def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
         self.spells.seed_up(zone, up_hours, preemptions)
@@ -217,6 +232,12 @@ class DeadlineAwarePolicy(PlacementPolicy):
                 seen = self._unseen_text(state, target)
                 why = f"spot back (spells ~{spell:.2f} h >= {need:.2f} h to pay for the move): leave on-demand"
                 return enforce(state, Decision(Choice.SPOT, target, f"{seen}; try spot: {why}" if seen else why), b)
+            seen = self._unseen_text(state, target)
+            drawn = self.spells.drawn_mean_up(target, self._draws) if seen and self.explore else 0.0
+            if drawn >= need:
+                why = (f"spells ~{spell:.2f} h < {need:.2f} h, but a draw of them from the posterior, {drawn:.2f} h, "
+                       f"pays for the move")  # fmt: skip
+                return enforce(state, Decision(Choice.SPOT, target, f"{seen}; try spot: {why}"), b)
             why = f"spot back but spells ~{spell:.2f} h < {need:.2f} h: a move would not pay, keep on-demand"
             return enforce(state, Decision(Choice.ON_DEMAND, z, why), b)
         if target is not None:

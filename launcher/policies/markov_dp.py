@@ -54,14 +54,11 @@ import numpy as np
 from launcher.policies.availability_model import HOURS_PER_DAY, ZoneModel, checked_gap_spells
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, seen_capacity
 from launcher.policies.chain_dp import pick_action
-from launcher.policies.deadline_aware import DeadlineAwarePolicy, prices
+from launcher.policies.deadline_aware import EXPLORE_SEED, DeadlineAwarePolicy, prices
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.markov_plan import (VERB, Plan, Solve, blended_options, estimate_text, hourly_rates,
                                            saving_text)  # fmt: skip
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
-
-
-EXPLORE_SEED = 0  # the draws of `explore`: one generator per run, the same in the simulator and the controller
 
 
 class MarkovDPPolicy(PlacementPolicy):

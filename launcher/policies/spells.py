@@ -26,6 +26,8 @@ longer gap closes the spell unended and a new one starts when the zone is next s
 
 from __future__ import annotations
 
+import random
+
 from launcher.policies.availability_model import checked_gap_spells, gap_is_evidence
 
 
@@ -101,6 +103,14 @@ class SpellTracker:
     def mean_down(self, z: int) -> float:
         return self._mean(z, False, self.prior_down_hours)
 
+    def drawn_mean_up(self, z: int, rng: random.Random) -> float:
+        """Zone `z`'s mean up spell under one draw of its rate from the Gamma posterior that
+        `mean_up` is the mean of (prior and seed as pseudo-spells, the spells seen ended over the
+        time seen up): it exceeds a threshold as often as the evidence leaves room for."""
+        seed_h, seed_n = self._seed.get(z, (0.0, 0))
+        alpha = self.prior_weight + seed_n + (self._ends[z][1] if z < len(self._state) else 0)
+        return self.mean_up(z) * alpha / max(rng.gammavariate(alpha, 1.0), 1e-300)
+
     def up_fraction(self, z: int, prior_fraction: float, prior_hours: float) -> float:
         """Share of the time zone `z` has had capacity, starting from `prior_fraction` worth
         `prior_hours` of observation."""
@@ -136,6 +146,9 @@ class KnownSpells(SpellTracker):
 
     def mean_down(self, z: int) -> float:
         return self._known[z][1] if z < len(self._known) else super().mean_down(z)
+
+    def drawn_mean_up(self, z: int, rng: random.Random) -> float:
+        return self._known[z][0] if z < len(self._known) else super().drawn_mean_up(z, rng)
 
     def up_fraction(self, z: int, prior_fraction: float, prior_hours: float) -> float:
         if z >= len(self._known):

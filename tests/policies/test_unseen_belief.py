@@ -13,6 +13,7 @@ import pytest
 
 from launcher.policies.availability_model import ZoneModel
 from launcher.policies.base import Choice, DecisionState
+from launcher.policies.deadline_aware import DeadlineAwarePolicy
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.markov_dp import MarkovDPPolicy
 from launcher.simulation.engine import SimCase, simulate
@@ -231,3 +232,33 @@ def test_explore_tests_an_estimate_of_short_spells_when_the_zone_is_not_seen():
     assert any("a draw of its up spells from the posterior" in d.reason and d.choice is Choice.SPOT for d in explorer.log)
     assert simulate(Logged(), case, capacity_signal=False) == looked
     assert simulate(MarkovDPPolicy(explore=False), case) == signalled
+
+
+def test_deadline_aware_explores_an_estimate_of_short_spells_too():
+    """The same trace for `deadline-aware` (the default policy), 3 h of slack: it waits through the
+    outage to its reserve and goes on-demand; its spells estimate, about 0.2 h, is under the move's
+    break-even, so without `explore` it keeps on-demand to the end with 60 h of capacity unseen;
+    with it, a draw of the mean up spell from its posterior that pays for the move sends a look,
+    and the run finishes on spot. Seeded: the same run twice decides alike; with the signal
+    (capacity seen, a move is a real hop) nothing changes."""
+    spells = [(1, 0.27), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 3.0), (1, 60.0)]
+    avail = tuple(bool(up) for up, hours in spells for _ in range(round(hours / G)))
+    case = SimCase((Trace("short-then-long", G * 3600, avail),), 0, 20.0, 23.0, 0.2, 3.0, 1.0)
+    reasons = []
+
+    class Logged(DeadlineAwarePolicy):
+        def decide(self, state):
+            d = super().decide(state)
+            reasons.append((d.choice, d.reason))
+            return d
+
+    stuck = simulate(DeadlineAwarePolicy(explore=False), case, capacity_signal=False)
+    looked = simulate(Logged(), case, capacity_signal=False)
+    assert stuck.met_deadline and looked.met_deadline
+    assert stuck.spot_hours < 1.0
+    assert looked.spot_hours > 15.0 and looked.cost < 0.5 * stuck.cost
+    assert any(c is Choice.SPOT and "a draw of them from the posterior" in r for c, r in reasons)
+    assert simulate(DeadlineAwarePolicy(), case, capacity_signal=False) == looked
+    assert simulate(DeadlineAwarePolicy(explore=False), case) == simulate(DeadlineAwarePolicy(), case)
+    with pytest.raises(ValueError, match="explore must be True or False"):
+        DeadlineAwarePolicy(explore="no")
