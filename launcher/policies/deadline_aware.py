@@ -12,6 +12,9 @@ left, which buys on-demand early even when spot would have come.
 - spot available, idle: take it; on on-demand: leave for it when the zone's spells (learnt from the
   run, `spells.SpellTracker`) outlast `O (1 + 2 od / (od - sp))`, what a hop loses (an overhead on
   spot, one more back to on-demand after the preemption); the safety net refuses once slack < 2 O;
+  where the cloud cannot report capacity and the zone is only due a look, also when one draw of its
+  mean up spell from the estimate's posterior would pay for the move (`explore`: the spot cluster is
+  launched before on-demand stops, so a look refused costs nothing);
 - no spot, idle: wait while slack after this step stays >= reserve; otherwise on-demand;
 - no spot, on on-demand: stay on on-demand (leaving it to wait only burns a restart later).
 
