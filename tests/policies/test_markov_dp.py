@@ -329,7 +329,7 @@ def test_markov_dp_rejects_bad_parameters():
         with pytest.raises(BadInputError, match="scenarios must be a whole number from 1 to 9"):
             get_placement_policy("markov-dp-multi-zone", scenarios=bad)
     for bad in (1, "yes", None):
-        for name in ("markov-dp", "markov-dp-multi-zone"):
+        for name in ("markov-dp", "markov-dp-multi-zone", "deadline-aware", "multi-zone"):
             with pytest.raises(BadInputError, match="explore must be True or False"):
                 get_placement_policy(name, explore=bad)
 
