@@ -107,8 +107,8 @@ class SpellTracker:
         """Zone `z`'s mean up spell under one draw of its rate from the Gamma posterior that
         `mean_up` is the mean of (prior and seed as pseudo-spells, the spells seen ended over the
         time seen up): it exceeds a threshold as often as the evidence leaves room for."""
-        seed_h, seed_n = self._seed.get(z, (0.0, 0))
-        alpha = self.prior_weight + seed_n + (self._ends[z][1] if z < len(self._state) else 0)
+        seed_spells = self._seed.get(z, (0.0, 0))[1]
+        alpha = self.prior_weight + seed_spells + (self._ends[z][1] if z < len(self._state) else 0)
         return self.mean_up(z) * alpha / max(rng.gammavariate(alpha, 1.0), 1e-300)
 
     def up_fraction(self, z: int, prior_fraction: float, prior_hours: float) -> float:

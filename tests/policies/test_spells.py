@@ -115,3 +115,24 @@ def test_a_long_unseen_gap_is_not_counted_as_the_state_seen_first():
     assert short._ends[0] == [1, 1]
     with pytest.raises(ValueError, match="gap_spells"):
         SpellTracker(1.0, 2.0, 0.5, gap_spells=-1.0)
+
+
+def test_a_drawn_mean_up_spell_follows_the_estimates_gamma_posterior():
+    """`drawn_mean_up` (for `deadline-aware`'s `explore`) draws the rate from Gamma(w + ends, w prior +
+    time up): the mean spell of a draw averages beta / (alpha - 1), a little above `mean_up` (beta /
+    alpha), and the more spells seen, the tighter the draws around it."""
+    import statistics
+
+    t = SpellTracker(1.0, 2.0, 0.5)
+    for i, up in enumerate((True, False) * 3):
+        t.observe(0.3 * i, (up,))
+    alpha = 0.5 + 3  # the prior's half spell and three up spells ended
+    rng = random.Random(0)
+    few = [t.drawn_mean_up(0, rng) for _ in range(50_000)]
+    assert statistics.fmean(few) == pytest.approx(t.mean_up(0) * alpha / (alpha - 1), rel=0.03)
+    for i, up in enumerate((True, False) * 60, start=6):
+        t.observe(0.3 * i, (up,))
+    many = [t.drawn_mean_up(0, rng) for _ in range(50_000)]
+    assert statistics.fmean(many) == pytest.approx(t.mean_up(0), rel=0.03)
+    spread = lambda xs: statistics.pstdev(xs) / statistics.fmean(xs)  # noqa: E731
+    assert spread(many) < 0.5 * spread(few)
