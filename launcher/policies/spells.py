@@ -86,14 +86,20 @@ class SpellTracker:
         """Hours of zone z's current spell seen so far: to the last time it was seen, not to now."""
         return self._last[z] - self._since[z]
 
-    def _mean(self, z: int, up: bool, prior: float | None = None) -> float:
+    def _posterior(self, z: int, up: bool, prior: float | None = None) -> tuple[float, float]:
+        """(alpha, beta) of the Gamma posterior of zone z's rate of leaving the state: the prior and
+        the seed as pseudo-spells plus the spells seen ended, and the hours behind them."""
         if prior is None:
             prior = self.prior_up_hours if up else self.prior_down_hours
         seed_h, seed_n = self._seed.get(z, (0.0, 0)) if up else (0.0, 0)
         if z >= len(self._state):
-            return (self.prior_weight * prior + seed_h) / (self.prior_weight + seed_n)
+            return self.prior_weight + seed_n, self.prior_weight * prior + seed_h
         seen = self._exposure[z][int(up)] + (self._running(z) if self._state[z] == up else 0.0)
-        return (self.prior_weight * prior + seed_h + seen) / (self.prior_weight + seed_n + self._ends[z][int(up)])
+        return self.prior_weight + seed_n + self._ends[z][int(up)], self.prior_weight * prior + seed_h + seen
+
+    def _mean(self, z: int, up: bool, prior: float | None = None) -> float:
+        alpha, beta = self._posterior(z, up, prior)
+        return beta / alpha
 
     def mean_up(self, z: int) -> float:
         """Expected length of an up spell in zone `z` (hours); also the expected time left of the
@@ -107,9 +113,8 @@ class SpellTracker:
         """Zone `z`'s mean up spell under one draw of its rate from the Gamma posterior that
         `mean_up` is the mean of (prior and seed as pseudo-spells, the spells seen ended over the
         time seen up): it exceeds a threshold as often as the evidence leaves room for."""
-        seed_spells = self._seed.get(z, (0.0, 0))[1]
-        alpha = self.prior_weight + seed_spells + (self._ends[z][1] if z < len(self._state) else 0)
-        return self.mean_up(z) * alpha / max(rng.gammavariate(alpha, 1.0), 1e-300)
+        alpha, beta = self._posterior(z, True)
+        return beta / max(rng.gammavariate(alpha, 1.0), 1e-300)
 
     def up_fraction(self, z: int, prior_fraction: float, prior_hours: float) -> float:
         """Share of the time zone `z` has had capacity, starting from `prior_fraction` worth

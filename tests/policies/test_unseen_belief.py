@@ -201,6 +201,13 @@ def test_the_multi_zone_twin_weighs_an_unseen_zone_it_would_stand_in_for():
     assert "zone 1 capacity not seen (seen down 2.0 h ago): up with probability" in d.reason
 
 
+def short_then_long(deadline_hours: float) -> SimCase:
+    """Four short up spells, a 3 h outage, then 60 h of capacity; 20 h of work."""
+    spells = [(1, 0.27), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 3.0), (1, 60.0)]
+    avail = tuple(bool(up) for up, hours in spells for _ in range(round(hours / G)))
+    return SimCase((Trace("short-then-long", G * 3600, avail),), 0, 20.0, deadline_hours, 0.2, 3.0, 1.0)
+
+
 def test_explore_tests_an_estimate_of_short_spells_when_the_zone_is_not_seen():
     """Four short spells, a 3 h outage that sends the run to on-demand, then 60 h of capacity nobody
     sees: on the posterior mean (spells of about 0.2 h) a move never pays, and without `explore` the
@@ -208,9 +215,7 @@ def test_explore_tests_an_estimate_of_short_spells_when_the_zone_is_not_seen():
     a draw from the posterior long enough to pay for the move sends a look; the look finds the long
     spell, which the estimate learns, and the run is on spot. Draws are seeded per run: the same
     run twice decides alike; with the signal nothing changes."""
-    spells = [(1, 0.27), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 3.0), (1, 60.0)]
-    avail = tuple(bool(up) for up, hours in spells for _ in range(round(hours / G)))
-    case = SimCase((Trace("short-then-long", G * 3600, avail),), 0, 20.0, 26.0, 0.2, 3.0, 1.0)
+    case = short_then_long(deadline_hours=26.0)
 
     class Logged(MarkovDPPolicy):
         def decide(self, state):
@@ -241,9 +246,7 @@ def test_deadline_aware_explores_an_estimate_of_short_spells_too():
     with it, a draw of the mean up spell from its posterior that pays for the move sends a look,
     and the run finishes on spot. Seeded: the same run twice decides alike; with the signal
     (capacity seen, a move is a real hop) nothing changes."""
-    spells = [(1, 0.27), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 0.4), (1, 0.13), (0, 3.0), (1, 60.0)]
-    avail = tuple(bool(up) for up, hours in spells for _ in range(round(hours / G)))
-    case = SimCase((Trace("short-then-long", G * 3600, avail),), 0, 20.0, 23.0, 0.2, 3.0, 1.0)
+    case = short_then_long(deadline_hours=23.0)
     reasons = []
 
     class Logged(DeadlineAwarePolicy):
