@@ -10,6 +10,9 @@ Part of `Controller`: uses its `job`, `d`, `led`, `_placement`, `_unusable_cloud
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 
 from infra.tags import cluster_tags
@@ -28,6 +31,10 @@ from pricing.models import ScoredOffer
 
 
 SPACE_POLL_S = 1.0  # how often a running attempt checks there is room for its logs
+# How long a look's launch is waited for before the watch goes on without its answer: a backend
+# that answers at once (local, the simulator's doubles) moves in the same pass, as the simulator
+# replays it; a cloud's launch (minutes) is read when it answers.
+LOOK_INLINE_S = 5.0
 
 
 class AttemptRunner:
@@ -146,6 +153,7 @@ class AttemptRunner:
         capacity = self._placement.capacity(held) if self._placement is not None else ()
         waiting_for = None
         next_space = self.d.clock()
+        look: PendingLook | None = None  # a spot launch for a move, answering in the background
         while True:
             result: ExecResult | None = execution.wait(self.d.poll_interval_s)
             if getattr(execution, "waiting_for", None) != waiting_for:  # e.g. a Slurm job queued behind others
@@ -159,6 +167,9 @@ class AttemptRunner:
                 if full is not None:
                     raise full
             if result is not None:
+                if look is not None:  # the job ended during a launch: wait for its answer, then `_attempt` drops it
+                    self.d.notify("waiting for the spot launch of a look to answer before tearing it down")
+                    self._ready = self._looked(look)
                 if run_started is not None:
                     self._work_s += max(0.0, self.d.clock() - run_started)
                 self._record_checkpoint(watch, attempt_id)  # e.g. the save on a preemption notice
@@ -193,7 +204,7 @@ class AttemptRunner:
                     self.led.add_event(self.job.run_id, EventKind.PREEMPTION, {"reason": why, "cluster": handle.cluster}, attempt_id=attempt_id)
                     self.d.notify(f"preemption notice: {why}")
                     execution.notify_preemption(self.job.grace_s)
-            if self._placement is not None and not noticed and stop_reason is None and held is not None:
+            if self._placement is not None and not noticed and stop_reason is None and held is not None and look is None:
                 now = self.d.clock()
                 cap = self._placement.capacity(held)
                 if now >= next_tick - 1e-9 or cap != capacity:  # a tick-equivalent: timer or capacity change
@@ -204,18 +215,18 @@ class AttemptRunner:
                     running = (now - run_started) if run_started is not None else 0.0
                     target = self._placement_tick(held, cap, running, overhead_left)
                     if target is not None and target is not False and target.offer.spot:
-                        looked = self._look(target)  # make-before-break: the job runs on meanwhile
-                        if looked is None:  # refused: what is held runs on, the zone counts as seen without capacity
-                            capacity = self._placement.capacity(held)
-                            target = False
-                        else:
-                            self._ready = looked
+                        look = self._look(target)  # make-before-break: the job runs on meanwhile
+                        target = False  # the move waits for the launch (below, in this pass if it answers at once)
                     if target is not False:
-                        noticed, self._moving, self._move_to = True, True, target
-                        where = "nothing" if target is None else (
-                            f"{target.offer.cloud}/{target.offer.region} {'spot' if target.offer.spot else 'on-demand'}")
-                        self.d.notify(f"placement: moving to {where}")
-                        execution.notify_preemption(self.job.grace_s)
+                        noticed = self._move(execution, target)
+            if look is not None and look.answered(LOOK_INLINE_S if look.fresh else 0.0):
+                ready, look = self._looked(look), None
+                if ready is None:  # refused: what is held runs on, the zone counts as seen without capacity
+                    capacity = self._placement.capacity(held)
+                else:
+                    self._ready = ready  # if the job ends otherwise meanwhile, `_attempt` drops it
+                    if not noticed and stop_reason is None:
+                        noticed = self._move(execution, ready.scored)
 
     def _open_attempt(self, scored: ScoredOffer, why: str, *, transition: bool) -> OpenedAttempt:
         """The attempt row and its cluster record, before anything is provisioned (so a crash
@@ -242,17 +253,26 @@ class AttemptRunner:
             )  # fmt: skip
         return OpenedAttempt(scored, attempt, seq, cluster, provider, tags)
 
-    def _provision(self, opened: OpenedAttempt) -> ClusterHandle | AttemptEnd:
-        """Provision the opened attempt's cluster; a refusal tears down what was made and ends
-        the attempt as `provision_failed` (the AttemptEnd returned)."""
-        job, spec, offer = self.job, self.job.spec, opened.scored.offer
-        request = ClusterRequest(
-            cluster=opened.cluster, offer=offer, num_nodes=spec.num_nodes, tags=opened.tags,
+    def _cluster_request(self, opened: OpenedAttempt) -> ClusterRequest:
+        job, spec = self.job, self.job.spec
+        return ClusterRequest(
+            cluster=opened.cluster, offer=opened.scored.offer, num_nodes=spec.num_nodes, tags=opened.tags,
             image_id=spec.resources.image, disk_size_gib=spec.resources.disk_size,
             ssh_allowed_cidr=job.ssh_allowed_cidr,
         )  # fmt: skip
+
+    def _provision(self, opened: OpenedAttempt) -> ClusterHandle | AttemptEnd:
+        """Provision the opened attempt's cluster; a refusal tears down what was made and ends
+        the attempt as `provision_failed` (the AttemptEnd returned)."""
+        request = self._cluster_request(opened)
+        return self._provisioned(opened, lambda: opened.provider.provision(request))
+
+    def _provisioned(self, opened: OpenedAttempt, launch) -> ClusterHandle | AttemptEnd:
+        """`launch()`'s cluster (the provider's provision, or a look's answer); a refusal tears down
+        what was made and ends the attempt as `provision_failed` (the AttemptEnd returned)."""
+        job, offer = self.job, opened.scored.offer
         try:
-            return opened.provider.provision(request)
+            return launch()
         except LauncherError as e:
             # Missing tool, credentials or configuration fail every offer of that cloud alike.
             whole_cloud = isinstance(e, ToolMissingError | CredentialsError | BadInputError)
@@ -268,21 +288,50 @@ class AttemptRunner:
             return AttemptEnd(EndReason.PROVISION_FAILED, detail=str(e), offer=opened.scored,
                               attempt_id=opened.attempt.attempt_id, ended_at=ended_at)  # fmt: skip
 
-    def _look(self, target: ScoredOffer) -> ReadyCluster | None:
+    def _move(self, execution, target: ScoredOffer | None) -> bool:
+        """Ask the running job to stop for the move (to `target`, or to nothing); True: noticed."""
+        self._moving, self._move_to = True, target
+        where = "nothing" if target is None else (
+            f"{target.offer.cloud}/{target.offer.region} {'spot' if target.offer.spot else 'on-demand'}")
+        self.d.notify(f"placement: moving to {where}")
+        execution.notify_preemption(self.job.grace_s)
+        return True
+
+    def _look(self, target: ScoredOffer) -> PendingLook:
         """Before the running job is stopped for spot elsewhere, launch the spot cluster: a cloud
         that cannot say where spot capacity is answers only a launch, and a refusal must not cost
         the cluster that runs (make-before-break, as the simulator replays it). The launch is an
-        attempt of its own; refused, it ends `provision_failed` and the job runs on (None)."""
+        attempt of its own, opened here; the cloud is asked on a thread of its own, so that while
+        it answers (minutes on a cloud) the watch goes on: stop requests, preemption notices,
+        checkpoints, the job's end. `_looked` reads the answer."""
         opened = self._open_attempt(target, "placement policy: launch before the move", transition=False)
         o = target.offer
         self.d.notify(f"attempt {opened.seq}: launching {o.cloud}/{o.region} {o.instance_type} spot before the move")
-        handle = self._provision(opened)
+        request, future = self._cluster_request(opened), Future()
+
+        def launch() -> None:
+            future.set_running_or_notify_cancel()
+            try:
+                future.set_result(opened.provider.provision(request))
+            except BaseException as e:  # read, and raised, where the answer is read
+                future.set_exception(e)
+
+        # A daemon: a controller that dies (Ctrl-C) does not wait for the cloud; the attempt and
+        # cluster rows opened above let the next command tear down what the launch made.
+        threading.Thread(target=launch, name=f"look-{opened.cluster}", daemon=True).start()
+        return PendingLook(target, opened, future)
+
+    def _looked(self, look: PendingLook) -> ReadyCluster | None:
+        """The look's answer, waiting for it if it has not come (a launch is bounded by the
+        provider's own timeouts). Refused: the attempt ends `provision_failed`, the zone counts as
+        seen without capacity and the job runs on (None)."""
+        handle = self._provisioned(look.opened, look.future.result)
         if isinstance(handle, AttemptEnd):
-            self.led.end_attempt(opened.attempt.attempt_id, EndReason.PROVISION_FAILED, ended_at=handle.ended_at)
-            self._placement.refused(target)
-            self.d.notify(f"attempt {opened.seq}: refused ({handle.detail}); the running job stays")
+            self.led.end_attempt(look.opened.attempt.attempt_id, EndReason.PROVISION_FAILED, ended_at=handle.ended_at)
+            self._placement.refused(look.scored)
+            self.d.notify(f"attempt {look.opened.seq}: refused ({handle.detail}); the running job stays")
             return None
-        return ReadyCluster(target, opened, handle)
+        return ReadyCluster(look.scored, look.opened, handle)
 
     def _drop_look(self, ready: ReadyCluster) -> None:
         """A cluster launched for a move that did not happen (the job ended or was stopped first)."""
@@ -301,6 +350,21 @@ class OpenedAttempt:
     cluster: str
     provider: Provider
     tags: dict
+
+
+@dataclass
+class PendingLook:
+    """A spot launch for a move, asked of the cloud on a thread of its own (`AttemptRunner._look`)."""
+
+    scored: ScoredOffer
+    opened: OpenedAttempt
+    future: Future
+    fresh: bool = True  # not yet waited for
+
+    def answered(self, wait_s: float) -> bool:
+        """Has the cloud answered, waiting up to `wait_s` for it (only the first time asked)?"""
+        self.fresh = False
+        return bool(futures_wait([self.future], timeout=wait_s).done)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ dollar; before, a refused look from on-demand had already stopped on-demand and 
 
 from __future__ import annotations
 
-from tests.controller.test_placement_replay import GAP_S, BlindZones, check, trace
+import time
+
+from launcher.controller import attempt
+from tests.controller.test_placement_replay import GAP_S, BlindZones, check, replay, trace
 
 
 class Ordered(BlindZones):
@@ -47,6 +50,72 @@ def test_a_refused_look_leaves_on_demand_running_and_a_granted_one_is_launched_f
     assert moved_to.spot and moved_to.end_reason in (None, "completed"), moved_to
     assert any(Ordered.calls[i][1] == moved_to.cluster for i in granted)
     assert Ordered.calls[end_od][3] >= 6 * GAP_S + 60 * GAP_S  # not before capacity came back
+
+
+class SlowLooks(BlindZones):
+    """Blind zones whose spot launches made while another cluster runs take a while to answer:
+    `answer_ticks` of the run's clock (which moves only while the controller watches the job),
+    or, once that clock has stood still for half a second of real time (the controller is waiting
+    for this answer), at once. Capacity is read when the launch answers."""
+
+    answer_ticks = 5
+    looks: list[tuple[float, float, bool]] = []  # the run's clock when asked and when answered, granted
+
+    def provision(self, request):
+        if not (request.offer.spot and self.held):
+            return super().provision(request)
+        asked = self.clock()
+        last, still_since = asked, time.monotonic()
+        while self.clock() < asked + self.answer_ticks * GAP_S - 1e-9:
+            if self.clock() != last:
+                last, still_since = self.clock(), time.monotonic()
+            elif time.monotonic() - still_since > 0.5:
+                break
+            time.sleep(0.0005)
+        try:
+            handle = super().provision(request)
+        except Exception:
+            SlowLooks.looks.append((asked, self.clock(), False))
+            raise
+        SlowLooks.looks.append((asked, self.clock(), True))
+        return handle
+
+
+def test_a_look_the_cloud_is_slow_to_answer_does_not_hold_the_watch(tmp_path, monkeypatch):
+    # A cloud's launch takes minutes: meanwhile the job runs on and is watched (its progress, its
+    # end, stop requests, notices); the move is made when the launch answers.
+    monkeypatch.setattr(attempt, "LOOK_INLINE_S", 0.0)  # the answer is never waited for in the pass that asked
+    SlowLooks.looks, SlowLooks.answer_ticks = [], 5
+    traces = (trace("0" * 6 + "1" * 60 + "0" * 120, "z0"),)
+    _, _, led, run_id = replay("deadline-aware", traces, tmp_path=tmp_path, backend="blind", provider_cls=SlowLooks,
+                         work_ticks=90, deadline_ticks=130, overhead_ticks=1)  # fmt: skip
+    assert len(SlowLooks.looks) >= 3
+    assert all(answered >= asked + 5 * GAP_S - 1e-6 for asked, answered, _ in SlowLooks.looks), SlowLooks.looks
+    assert [granted for *_, granted in SlowLooks.looks][-1] and not any(g for *_, g in SlowLooks.looks[:-1])
+    attempts = led.attempts(run_id)
+    on_demand = [a for a in attempts if not a.spot]
+    assert [a.end_reason for a in on_demand] == ["moved"]  # never restarted for a look
+    assert attempts[-1].spot and attempts[-1].end_reason == "completed"
+    assert not [a for a in attempts if a.is_open]
+
+
+def test_a_job_that_ends_while_a_look_is_out_has_the_launched_cluster_torn_down(tmp_path, monkeypatch):
+    # The look answers only after the job has finished on on-demand: the cluster it launched is
+    # not left running.
+    monkeypatch.setattr(attempt, "LOOK_INLINE_S", 0.0)
+    SlowLooks.looks, SlowLooks.answer_ticks = [], 10_000
+    traces = (trace("0" * 6 + "1" * 60 + "0" * 120, "z0"),)
+    _, _, led, run_id = replay("deadline-aware", traces, tmp_path=tmp_path, backend="blind", provider_cls=SlowLooks,
+                         work_ticks=90, deadline_ticks=130, overhead_ticks=1)  # fmt: skip
+    assert len(SlowLooks.looks) == 1
+    asked, answered, granted = SlowLooks.looks[0]
+    assert granted and answered > asked + 20 * GAP_S  # capacity was back by the time it answered
+    attempts = led.attempts(run_id)
+    look = next(a for a in attempts if a.spot and a.started_at >= next(o for o in attempts if not o.spot).started_at)
+    assert look.end_reason == "cancelled"
+    assert led.get_cluster(look.cluster).state == "terminated"
+    assert [a.end_reason for a in attempts if not a.spot] == ["completed"]
+    assert not [a for a in attempts if a.is_open]
 
 
 class Killed(BaseException):
