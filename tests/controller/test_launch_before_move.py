@@ -61,8 +61,12 @@ class SlowLooks(BlindZones):
     answer_ticks = 5
     looks: list[tuple[float, float, bool]] = []  # the run's clock when asked and when answered, granted
 
+    def is_look(self, request) -> bool:
+        """A spot launch while an on-demand cluster runs."""
+        return request.offer.spot and any(not o.spot for o, _ in self.held.values())
+
     def provision(self, request):
-        if not (request.offer.spot and self.held):
+        if not self.is_look(request):
             return super().provision(request)
         asked = self.clock()
         last, still_since = asked, time.monotonic()
@@ -116,6 +120,54 @@ def test_a_job_that_ends_while_a_look_is_out_has_the_launched_cluster_torn_down(
     assert led.get_cluster(look.cluster).state == "terminated"
     assert [a.end_reason for a in attempts if not a.spot] == ["completed"]
     assert not [a for a in attempts if a.is_open]
+
+
+def test_a_stop_asked_for_while_a_look_is_out_is_acted_on_before_it_answers(tmp_path, monkeypatch):
+    # `launcher stop` (here the controller's cancel) during a launch of minutes stops the job at
+    # once; the launch's answer is read after, and what it made is torn down.
+    from launcher.controller.controller import Controller
+    from tests.controller.test_placement_replay import TickExecution
+
+    monkeypatch.setattr(attempt, "LOOK_INLINE_S", 0.0)
+    order: list[str] = []
+    controllers: list[Controller] = []
+    real_run, real_stop = Controller.run, TickExecution.stop
+
+    def run(self):
+        controllers.append(self)
+        return real_run(self)
+
+    def stop(self, grace_s=10.0):
+        order.append("job stopped")
+        return real_stop(self, grace_s)
+
+    class CancelledInALook(SlowLooks):
+        def provision(self, request):
+            look = self.is_look(request)
+            if look:
+                controllers[0].request_cancel()  # as `launcher stop` does, from another thread
+            try:
+                return super().provision(request)
+            finally:
+                if look:
+                    order.append("look answered")
+
+    monkeypatch.setattr(Controller, "run", run)
+    monkeypatch.setattr(TickExecution, "stop", stop)
+    SlowLooks.looks, SlowLooks.answer_ticks = [], 10_000
+    traces = (trace("0" * 6 + "1" * 60 + "0" * 120, "z0"),)
+    try:
+        replay("deadline-aware", traces, tmp_path=tmp_path, backend="blind", provider_cls=CancelledInALook,
+               work_ticks=90, deadline_ticks=130, overhead_ticks=1)  # fmt: skip
+        raise AssertionError("the run was not stopped")
+    except AssertionError as e:  # `replay` asserts success: the run ended otherwise
+        assert "cancelled" in str(e) or "stopped" in str(e), e
+    assert order[:2] == ["job stopped", "look answered"], order
+    led = controllers[0].led
+    run_id = controllers[0].job.run_id
+    attempts = led.attempts(run_id)
+    assert not [a for a in attempts if a.is_open]
+    assert all(c.state == "terminated" for c in led.clusters(run_id=run_id))
 
 
 class Killed(BaseException):
