@@ -168,7 +168,9 @@ class AttemptRunner:
                     raise full
             if result is not None:
                 if look is not None:  # the job ended during a launch: wait for its answer, then `_attempt` drops it
-                    self.d.notify("waiting for the spot launch of a look to answer before tearing it down")
+                    if not look.future.done():
+                        self.d.notify(f"waiting for the spot launch of attempt {look.opened.seq} to answer, to tear it "
+                                      "down (bounded by the cloud's launch timeout)")  # fmt: skip
                     self._ready = self._looked(look)
                 if run_started is not None:
                     self._work_s += max(0.0, self.d.clock() - run_started)
