@@ -55,10 +55,12 @@ def test_a_refused_look_leaves_on_demand_running_and_a_granted_one_is_launched_f
 class SlowLooks(BlindZones):
     """Blind zones whose spot launches made while another cluster runs take a while to answer:
     `answer_ticks` of the run's clock (which moves only while the controller watches the job),
-    or, once that clock has stood still for half a second of real time (the controller is waiting
-    for this answer), at once. Capacity is read when the launch answers."""
+    or, once that clock has stood still for `still_s` of real time (the controller is waiting for
+    this answer; long enough that a loaded machine's slow pass is not taken for that), at once.
+    Capacity is read when the launch answers."""
 
     answer_ticks = 5
+    still_s = 2.0
     looks: list[tuple[float, float, bool]] = []  # the run's clock when asked and when answered, granted
 
     def is_look(self, request) -> bool:
@@ -73,7 +75,7 @@ class SlowLooks(BlindZones):
         while self.clock() < asked + self.answer_ticks * GAP_S - 1e-9:
             if self.clock() != last:
                 last, still_since = self.clock(), time.monotonic()
-            elif time.monotonic() - still_since > 0.5:
+            elif time.monotonic() - still_since > self.still_s:
                 break
             time.sleep(0.0005)
         try:
