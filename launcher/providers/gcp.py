@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -83,6 +84,9 @@ class GcpProvider(Provider):
         self.operation_timeout_s = operation_timeout_s
         self._instances_client = None
         self._ops_client = None
+        # A launch for a move runs on a thread of its own (controller/attempt.py) while the watch asks
+        # about the running cluster: the lazily made clients and session are made once, under a lock.
+        self._lazy_lock = threading.Lock()
 
     # ---- plumbing -----------------------------------------------------------------------------
     @property
@@ -116,15 +120,17 @@ class GcpProvider(Provider):
         return compute_v1
 
     def instances_client(self):
-        if self._instances_client is None:
-            self._instances_client = self._call(lambda: self._compute().InstancesClient(**self._client_kwargs()))
-        return self._instances_client
+        with self._lazy_lock:
+            if self._instances_client is None:
+                self._instances_client = self._call(lambda: self._compute().InstancesClient(**self._client_kwargs()))
+            return self._instances_client
 
     def operations_client(self):
         # Our own client: the one behind ExtendedOperation.result() ignores client_options.
-        if self._ops_client is None:
-            self._ops_client = self._call(lambda: self._compute().ZoneOperationsClient(**self._client_kwargs()))
-        return self._ops_client
+        with self._lazy_lock:
+            if self._ops_client is None:
+                self._ops_client = self._call(lambda: self._compute().ZoneOperationsClient(**self._client_kwargs()))
+            return self._ops_client
 
     def _retry(self):
         """Backoff on throttling and transient server errors (429, 500, 503)."""
@@ -404,27 +410,31 @@ class GcpProvider(Provider):
         """GET with the provider's credentials (anonymous for a local http:// endpoint)."""
         from google.api_core import exceptions as gexc
 
-        if self._http is None:
-            import requests
-
-            local = bool(self.monitoring_endpoint and self.monitoring_endpoint.startswith("http://"))
-            if local and self._credentials is None:
-                self._http = requests.Session()
-            else:
-                from google.auth.transport.requests import AuthorizedSession
-
-                creds = self._credentials
-                if creds is None:
-                    import google.auth
-
-                    from launcher.providers.gcp_monitoring import READ_SCOPE
-
-                    creds, _ = google.auth.default(scopes=[READ_SCOPE])
-                self._http = AuthorizedSession(creds)
+        with self._lazy_lock:
+            if self._http is None:
+                self._http = self._http_session()
         resp = self._http.get(url, params=params, timeout=60)
         if resp.status_code != 200:
             raise gexc.from_http_response(resp)
         return resp.json()
+
+    def _http_session(self):
+        """Anonymous for a local http:// monitoring endpoint without credentials, else authorized."""
+        import requests
+
+        local = bool(self.monitoring_endpoint and self.monitoring_endpoint.startswith("http://"))
+        if local and self._credentials is None:
+            return requests.Session()
+        from google.auth.transport.requests import AuthorizedSession
+
+        creds = self._credentials
+        if creds is None:
+            import google.auth
+
+            from launcher.providers.gcp_monitoring import READ_SCOPE
+
+            creds, _ = google.auth.default(scopes=[READ_SCOPE])
+        return AuthorizedSession(creds)
 
     def was_preempted(self, region: str, instance_id: str) -> bool:
         """True when the zone has a `compute.instances.preempted` operation for this instance."""

@@ -66,6 +66,38 @@ def test_gcp_preemption_seen_through_zone_operations(gce, gcp):
     assert gcp.was_preempted("us-central1-a", other) is False
 
 
+def test_gcp_clients_are_made_once_when_two_threads_ask_at_once(gce, gcp, monkeypatch):
+    # A move's launch runs on a thread of its own while the watch asks about the running cluster.
+    import threading
+    import time
+
+    from google.cloud import compute_v1
+
+    made = []
+
+    class SlowToMake(compute_v1.InstancesClient):
+        def __init__(self, **kw):
+            made.append(threading.get_ident())
+            time.sleep(0.3)  # a credentials lookup; the other thread asks meanwhile
+            super().__init__(**kw)
+
+    monkeypatch.setattr(compute_v1, "InstancesClient", SlowToMake)
+    _seed_gcp(gce, 3)
+    start, got = threading.Barrier(3), []
+
+    def ask():
+        start.wait(timeout=10)
+        got.append(gcp.instances_client())
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(made) == 1 and len(got) == 3 and all(c is got[0] for c in got)
+    assert len(gcp.list_instances()) == 3  # and the one client is the provider's, working
+
+
 def test_gcp_mark_survives_a_concurrent_label_change(gce, gcp):
     (name,) = _seed_gcp(gce, 1)
     real_handle = gce.handle
