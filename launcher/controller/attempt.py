@@ -221,7 +221,7 @@ class AttemptRunner:
                         target = False  # the move waits for the launch (below, in this pass if it answers at once)
                     if target is not False:
                         noticed = self._move(execution, target)
-            if look is not None and look.answered(LOOK_INLINE_S if look.fresh else 0.0):
+            if look is not None and look.answered():
                 ready, look = self._looked(look), None
                 if ready is None:  # refused: what is held runs on, the zone counts as seen without capacity
                     capacity = self._placement.capacity(held)
@@ -321,7 +321,7 @@ class AttemptRunner:
         # A daemon: a controller that dies (Ctrl-C) does not wait for the cloud; the attempt and
         # cluster rows opened above let the next command tear down what the launch made.
         threading.Thread(target=launch, name=f"look-{opened.cluster}", daemon=True).start()
-        return PendingLook(target, opened, future)
+        return PendingLook(target, opened, future, wait_s=LOOK_INLINE_S)
 
     def _looked(self, look: PendingLook) -> ReadyCluster | None:
         """The look's answer, waiting for it if it has not come (a launch is bounded by the
@@ -361,11 +361,11 @@ class PendingLook:
     scored: ScoredOffer
     opened: OpenedAttempt
     future: Future
-    fresh: bool = True  # not yet waited for
+    wait_s: float  # how long the answer is waited for the first time it is asked; then only read
 
-    def answered(self, wait_s: float) -> bool:
-        """Has the cloud answered, waiting up to `wait_s` for it (only the first time asked)?"""
-        self.fresh = False
+    def answered(self) -> bool:
+        """Has the cloud answered (waiting `wait_s` for it the first time asked)?"""
+        wait_s, self.wait_s = self.wait_s, 0.0
         return bool(futures_wait([self.future], timeout=wait_s).done)
 
 
