@@ -46,12 +46,13 @@ class AttemptRunner:
         the placement policy's look launched for this offer (`_look`) is run instead of a new one."""
         job, spec, offer = self.job, self.job.spec, scored.offer
         started = self.d.clock()
+        paid_from = started  # when this attempt's cluster began to cost: the restart overhead counts from here
         ready, self._ready = self._ready, None
         if ready is not None and ready.scored.offer != offer:  # the move went elsewhere after all
             self._drop_look(ready)
             ready = None
         if ready is not None:
-            opened, handle = ready.opened, ready.handle
+            opened, handle, paid_from = ready.opened, ready.handle, ready.opened_at
             try:
                 with self._together():  # the run provisions this attempt: its cluster is up already
                     self._transition(RunState.PROVISIONING, data={"offer": offer_dict(scored), "why": why, "launched_before_move": True})
@@ -102,7 +103,7 @@ class AttemptRunner:
                 image["image_digest"] = execution.image_digest
             self.led.add_event(job.run_id, "image", image, attempt_id=attempt.attempt_id)
         result, stop_reason = self._watch(
-            execution, provider, handle, attempt.attempt_id, watch, recovered_from=started if replaces else None,
+            execution, provider, handle, attempt.attempt_id, watch, recovered_from=paid_from if replaces else None,
             held=scored, attempt_started=started,
         )
         reason = _end_reason(result, stop_reason)
@@ -133,8 +134,9 @@ class AttemptRunner:
                *, recovered_from: float | None, held: ScoredOffer | None = None,
                attempt_started: float | None = None):  # fmt: skip
         """Poll until the job ends; deliver preemption notices; record new checkpoints; honor
-        stop requests. `recovered_from`: when this attempt replaces an earlier one, the clock at
-        its start (the restart overhead runs from there until the job runs again)."""
+        stop requests. `recovered_from`: when this attempt replaces an earlier one, the clock when
+        its cluster began to cost (a look's: its launch); the restart overhead runs from there until
+        the job runs again."""
         noticed = False
         notice_every = provider.notice_poll_s
         if notice_every is None:  # the provider has no pace of its own
@@ -306,6 +308,7 @@ class AttemptRunner:
         attempt of its own, opened here; the cloud is asked on a thread of its own, so that while
         it answers (minutes on a cloud) the watch goes on: stop requests, preemption notices,
         checkpoints, the job's end. `_looked` reads the answer."""
+        opened_at = self.d.clock()
         opened = self._open_attempt(target, "placement policy: launch before the move", transition=False)
         o = target.offer
         self.d.notify(f"attempt {opened.seq}: launching {o.cloud}/{o.region} {o.instance_type} spot before the move")
@@ -321,7 +324,7 @@ class AttemptRunner:
         # A daemon: a controller that dies (Ctrl-C) does not wait for the cloud; the attempt and
         # cluster rows opened above let the next command tear down what the launch made.
         threading.Thread(target=launch, name=f"look-{opened.cluster}", daemon=True).start()
-        return PendingLook(target, opened, future, wait_s=LOOK_INLINE_S)
+        return PendingLook(target, opened, opened_at, future, wait_s=LOOK_INLINE_S)
 
     def _looked(self, look: PendingLook) -> ReadyCluster | None:
         """The look's answer, waiting for it if it has not come (a launch is bounded by the
@@ -333,7 +336,7 @@ class AttemptRunner:
             self._placement.refused(look.scored)
             self.d.notify(f"attempt {look.opened.seq}: refused ({handle.detail}); the running job stays")
             return None
-        return ReadyCluster(look.scored, look.opened, handle)
+        return ReadyCluster(look.scored, look.opened, look.opened_at, handle)
 
     def _drop_look(self, ready: ReadyCluster) -> None:
         """A cluster launched for a move that did not happen (the job ended or was stopped first)."""
@@ -360,6 +363,7 @@ class PendingLook:
 
     scored: ScoredOffer
     opened: OpenedAttempt
+    opened_at: float  # the controller's clock when the attempt was opened
     future: Future
     wait_s: float  # how long the answer is waited for the first time it is asked; then only read
 
@@ -371,10 +375,13 @@ class PendingLook:
 
 @dataclass(frozen=True)
 class ReadyCluster:
-    """A spot cluster launched for a move while the job still ran (`AttemptRunner._look`)."""
+    """A spot cluster launched for a move while the job still ran (`AttemptRunner._look`). It
+    costs from `opened_at`: its restart overhead (the `recovery` event's, what the cost report
+    counts as waste) runs from then, not from the move, to the job running on it."""
 
     scored: ScoredOffer
     opened: OpenedAttempt
+    opened_at: float
     handle: ClusterHandle
 
 

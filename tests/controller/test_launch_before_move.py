@@ -103,6 +103,11 @@ def test_a_look_the_cloud_is_slow_to_answer_does_not_hold_the_watch(tmp_path, mo
     assert [a.end_reason for a in on_demand] == ["moved"]  # never restarted for a look
     assert attempts[-1].spot and attempts[-1].end_reason == "completed"
     assert not [a for a in attempts if a.is_open]
+    # The spot cluster cost from its launch: its restart overhead (the cost report's waste) counts
+    # the launch's 5 ticks and the move, not only the job's setup after the move.
+    (again,) = [e for e in led.events(run_id, kind="recovery") if e.attempt_id == attempts[-1].attempt_id]
+    asked, answered, _ = SlowLooks.looks[-1]
+    assert again.data["restart_overhead_seconds"] >= answered - asked >= 5 * GAP_S - 1e-6
 
 
 def test_a_job_that_ends_while_a_look_is_out_has_the_launched_cluster_torn_down(tmp_path, monkeypatch):
