@@ -418,7 +418,12 @@ def model_section(args, pool) -> dict:
           f"ms per decision on average over {sp['decisions']} decisions, slowest {sp['worst_ms']:.1f} ms, "
           f"{sp['decisions_over_20ms']} at 20 ms or more")
     quiet = out["speed"] = mb.quiet_speed(tune_tasks + shifted_tasks + tasks)
-    print("Speed on its own (cases spread over the three sets, replayed one at a time, nothing else of the bench running):")
+    # Other work on the machine slows a decision's wall time and, through shared caches, its CPU time.
+    # The 1-minute load average at the phase's end: the replay itself counts about 1 (the tables'
+    # two workers have faded from it by then, the phase lasting two minutes).
+    load = f"load average {os.getloadavg()[0]:.1f} at its end on {os.cpu_count()} cores, the replay itself about 1"
+    out["speed_load"] = load
+    print(f"Speed on its own (cases spread over the three sets, replayed one at a time, nothing else of the bench running; {load}):")
     for name, q in quiet.items():
         print(f"  {name:<22} {q['cases']} cases in {q['replay_s']:.0f} s ({q['seconds_per_80_cases']:.0f} s per 80); "
               f"{q['ms_per_decision']:.3f} ms per decision over {q['decisions']}, slowest {q['worst_ms']:.1f} ms "
@@ -430,7 +435,7 @@ def model_section(args, pool) -> dict:
     for name, q in quiet.items():
         lines.append((f"{name}: decision < 20 ms", q["worst_ms"] < 20,
                       f"mean {q['ms_per_decision']:.3f} ms, slowest {q['worst_ms']:.1f} ms (CPU {q['worst_cpu_ms']:.1f} ms), "
-                      f"{q['decisions_over_20ms']} of {q['decisions']} at 20 ms or more"))
+                      f"{q['decisions_over_20ms']} of {q['decisions']} at 20 ms or more; {load}"))
     q = quiet[mb.MODEL]
     lines.append(("80 cases replayed in < 2 min", q["seconds_per_80_cases"] < 120,
                   f"{q['seconds_per_80_cases']:.0f} s ({mb.MODEL}, one at a time)"))
