@@ -1,10 +1,11 @@
 """Where `markov-dp`'s loss to greedy on the tuning set's flapping regime comes from.
 
-    .venv/bin/python bench/bench_flapping_gap.py [--workers 2]
+    .venv/bin/python bench/bench_flapping_gap.py [--seeds 15] [--workers 2]
 
 The tuning generator's flapping spells (`launcher.simulation.synthetic`, 0.3-0.6 h up and down,
 lognormal with shape 0.5) are more regular than the memoryless chain `markov-dp` plans on. On its
-36 cases (seeds 0-2, home zone, `bench_policies.py`'s job grid, with the capacity signal) this prints,
+cases (seeds 0 to `--seeds` - 1, 12 each: home zone, `bench_policies.py`'s job grid, with the capacity
+signal; the model bench's tuning set is seeds 0-2 of it, 36 cases) this prints,
 per policy, cost / exact optimum (mean, worst) and the paired difference against greedy measured in
 the same run (+- its standard error), for a ladder from the best online policy told everything to
 `markov-dp` as it runs:
@@ -20,7 +21,9 @@ the same run (+- its standard error), for a ladder from the best online policy t
 - **markov-dp told the means**: `markov-dp` with its prior at the zone's true means, worth a million
   spells, and no hour-of-day bins: its guards (start margin, slack price) on the right chain.
 - **markov-dp, no hour bins**: learning the means, one rate for all hours (`bin_weight` 1e6).
-- **markov-dp, prior at the true means**: learning, its prior (worth half a spell) at the truth.
+- **markov-dp, prior at the true means, no hour bins**: learning, its prior (worth half a spell) at
+  the truth, one rate for all hours.
+- **markov-dp, prior at the true means**: the same with the hour-of-day bins.
 - **markov-dp**: as it runs.
 
 So the gap splits into what the memoryless form costs (law against means) and what learning costs
@@ -57,7 +60,6 @@ from launcher.simulation.omniscient import omniscient_cost  # noqa: E402
 from launcher.simulation.online_optimum import MarkovSpells, OnlineOptimumPolicy, table_for  # noqa: E402
 
 REGIME = "flapping"
-SEEDS = (0, 1, 2)
 AGES = 24  # one-tick age classes; the last is open-ended
 AGE_SOLVER_COMMIT = "7523f5c"  # chain_dp with spell age classes in its state (reverted from the tree)
 PEER = "greedy"
@@ -122,9 +124,9 @@ class LawOptimumPolicy(PlacementPolicy):
         return Decision(c, 0, "optimal online policy for the known spell law")
 
 
-def tasks() -> list[tuple[SimCase, float, float]]:
+def tasks(seeds: range) -> list[tuple[SimCase, float, float]]:
     out = []
-    for seed in SEEDS:
+    for seed in seeds:
         traces, means = synthetic.draw(REGIME, zones=3, hours=130.0, seed=seed)
         for c in bp.grid(traces, 2):
             out.append((SimCase(traces[:1], *bp._rest(c)), means[0].up_mean_hours, means[0].down_mean_hours))
@@ -144,6 +146,7 @@ def row(args: tuple[SimCase, float, float]) -> dict:
         "optimum told the means": OnlineOptimumPolicy(table_for(case, chain)),
         "markov-dp told the means": get_placement_policy("markov-dp", **truth, prior_weight=1e6, bin_weight=1e6),
         "markov-dp, no hour bins": get_placement_policy("markov-dp", bin_weight=1e6),
+        "markov-dp, prior at the true means, no hour bins": get_placement_policy("markov-dp", **truth, bin_weight=1e6),
         "markov-dp, prior at the true means": get_placement_policy("markov-dp", **truth),
         "markov-dp": get_placement_policy("markov-dp"),
     }
@@ -156,23 +159,24 @@ def row(args: tuple[SimCase, float, float]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=15, help="tuning seeds 0 .. N - 1 (12 cases each)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = ap.parse_args(argv)
-    if args.workers < 1:
-        ap.error("--workers must be >= 1")
+    if args.workers < 1 or args.seeds < 1:
+        ap.error("--workers and --seeds must be >= 1")
     age_solver()  # fails here, before any work, in a clone without the history
     t0 = time.monotonic()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        rows = list(pool.map(row, tasks()))
-    print(f"Tuning set, {REGIME} regime (seeds {SEEDS[0]}-{SEEDS[-1]}, {len(rows)} cases, home zone, capacity signal): "
-          f"cost / exact optimum, mean and worst; paired difference against {PEER} +- standard error")
+        rows = list(pool.map(row, tasks(range(args.seeds))))
+    print(f"Tuning generator, {REGIME} regime (seeds 0-{args.seeds - 1}, {len(rows)} cases, home zone, capacity "
+          f"signal): cost / exact optimum, mean and worst; paired difference against {PEER} +- standard error")
     peer = [r[PEER][0] / r["opt"] for r in rows]
     for name in (k for k in rows[0] if k != "opt"):
         ratio = [r[name][0] / r["opt"] for r in rows]
         diff = [a - b for a, b in zip(ratio, peer)]
         se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
         misses = sum(r[name][1] for r in rows)
-        print(f"{name:<36}{statistics.fmean(ratio):>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- {se:.4f}"
+        print(f"{name:<50}{statistics.fmean(ratio):>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- {se:.4f}"
               f"{'' if not misses else f'   {misses} deadline misses'}")
     print(f"\nwall time {time.monotonic() - t0:.1f}s")
     return 0
