@@ -33,6 +33,7 @@ So the gap splits into what the memoryless form costs (law against means) and wh
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import random
@@ -52,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_policies as bp  # noqa: E402
 
-from launcher.policies.base import Choice, Decision, PlacementPolicy  # noqa: E402
+from launcher.policies.base import Decision, PlacementPolicy  # noqa: E402
 from launcher.policies.registry import get_placement_policy  # noqa: E402
 from launcher.simulation import synthetic  # noqa: E402
 from launcher.simulation.engine import SimCase, deadline_ticks, overhead_ticks, simulate, work_ticks  # noqa: E402
@@ -65,8 +66,9 @@ AGE_SOLVER_COMMIT = "7523f5c"  # chain_dp with spell age classes in its state (r
 PEER = "greedy"
 
 
+@functools.cache
 def age_solver() -> types.ModuleType:
-    """`chain_dp` as of `AGE_SOLVER_COMMIT`, from the repository's history."""
+    """`chain_dp` as of `AGE_SOLVER_COMMIT`, from the repository's history (read once per process)."""
     try:
         src = subprocess.run(["git", "-C", str(REPO), "show", f"{AGE_SOLVER_COMMIT}:launcher/policies/chain_dp.py"],
                              check=True, capture_output=True, text=True, timeout=30).stdout  # fmt: skip
@@ -78,10 +80,12 @@ def age_solver() -> types.ModuleType:
     return mod
 
 
+@functools.cache
 def age_stay_chances(mean_hours: float, sigma: float, gap_hours: float, seed: int, n: int = 200_000) -> np.ndarray:
     """Per age class c (the spell has lasted c + 1 ticks), the chance it lasts one more tick, for
     spells drawn as the tuning generator draws them (lognormal of this mean, rounded to ticks, at
-    least one); the last class's from the mean stay of spells that reach it."""
+    least one); the last class's from the mean stay of spells that reach it. Cached: a zone's
+    cases share it (read only)."""
     rng = random.Random(seed)
     mu = math.log(mean_hours) - sigma * sigma / 2
     ticks = np.array([max(1, round(rng.lognormvariate(mu, sigma) / gap_hours)) for _ in range(n)])
