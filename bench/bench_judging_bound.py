@@ -4,29 +4,31 @@
 
 The goals read cost / exact optimum, and the exact optimum knows the whole trace. Two of the second
 generator's regimes (`launcher.simulation.synthetic_shifted`, the judging set never tuned on) draw a
-zone's capacity from a law the exact online solver (`launcher.policies.chain_dp`) takes as given, so
-the best any online policy can do there is computable:
+zone's capacity from a law close to what the exact online solver (`launcher.policies.chain_dp`) takes
+as given, a two-state chain with known per-tick probabilities:
 
 - **daily-weekly**: a two-state chain whose per-tick probabilities follow the zone's daily and weekly
   cycles. Told the zone's chain tick by tick (base share, cycles, memory, the zone's phase: the
   generator's own draws), `chain_dp` is the exact online optimum: no policy that sees only the past
-  does better in expectation on traces from that law.
+  does better in expectation on traces from that law. A lower bound for every online policy.
 - **regime-shift**: memoryless spells whose means change at a time drawn per zone. Told the means
-  before and after and the time of the shift, `chain_dp` on the per-tick chain that switches there is
-  the online optimum up to two details of the generator: a spell keeps the mean it was drawn with
-  when it runs across the shift, and a spell is at least one tick (rounded to ticks). So this row is
-  a near bound, not an exact one.
+  before and after and the time of the shift, `chain_dp` solves the per-tick chain that switches
+  there; but a spell drawn before the shift keeps its mean however long it runs past it (a 45 h
+  outage of the first regime can run 20 h into a regime of 0.4 h outages), and spells are whole
+  ticks. So this row is a policy told the shift, not the optimum for the law: the best online policy
+  told the law costs at most as much (it could act as this one does), so the gap of `markov-dp` to
+  this row is a part of what is on the table there, not a bound on it.
 
 For each regime, on its judging draws (seeds 0 to `--seeds` - 1, `bench_policies.py`'s job grid with
 two start ticks, home zone, the capacity signal: with the default 6 seeds the full judging set's 72
 cases of the regime), this prints per policy cost / exact optimum (mean, worst, misses) and the paired
-difference against the online optimum told the law (+- its standard error), measured in the same run:
-the optimum told the law; the optimum told only the case window's average chain (one rate for all
+difference against the first row (+- its standard error), measured in the same run: the optimum told
+the law (told the shift); the optimum told only the case window's average chain (one rate for all
 hours: what knowing the cycle or the shift is worth); `markov-dp` told that average chain (its prior
 at the chain's mean spells, worth a million spells, one rate for all hours: what its guards, the
-start margin and the slack price, cost on the right memoryless chain); `markov-dp` as it runs,
-learning; `deadline-aware`, greedy and uniform progress. The law is read by replaying the generator's random draws for zone 0 and checked by
-regenerating that zone's trace from them; a mismatch stops the bench.
+start margin and the slack price, cost on that memoryless chain); `markov-dp` as it runs, learning;
+`deadline-aware`, greedy and uniform progress. The law is read by replaying the generator's random
+draws for zone 0 and checked by regenerating that zone's trace from them; a mismatch stops the bench.
 
 The other three regimes (heavy-tail, zones-fail-together, mixed) draw non-memoryless spells or a
 zone's capacity as the product of several processes; their online optimum needs spell ages or a joint
@@ -64,6 +66,8 @@ from launcher.simulation.omniscient import omniscient_cost  # noqa: E402
 
 REGIMES = ("daily-weekly", "regime-shift")
 YARDSTICK = "optimum told the law"
+# what the first row is in each regime (see the docstring)
+TOLD = {"daily-weekly": "optimum told the law", "regime-shift": "policy told the shift"}
 AVERAGE = "optimum told the window's average chain"
 POLICIES = ("markov-dp", "deadline-aware", "greedy", "uniform-progress")
 
@@ -78,30 +82,31 @@ class ZoneLaw:
 
 
 def zone0_law(regime: str, seed: int) -> ZoneLaw:
-    """Replay `synthetic_shifted.generate`'s draws up to zone 0's parameters; check them by
-    regenerating zone 0's trace from the same random state."""
+    """Replay `synthetic_shifted.generate`'s draws up to zone 0's parameters, and check them by
+    building zone 0's trace from them with the generator's own pieces (`_markov`, `_alternate`): a
+    generator that draws in another order, or other parameters, fails the check and stops the bench."""
     hours, g = mb.HOURS, gen.GAP_SECONDS / 3600.0
     n = max(1, math.ceil(hours / g))
     rng = random.Random(f"shifted:{regime}:{seed}")
     shared = gen._shared(regime, rng, n, g, hours)
-    state = rng.getstate()
     t = np.arange(n) * g
     if regime == "daily-weekly":
         memory_h, shift_h = rng.uniform(0.3, 3.0), rng.uniform(-1.5, 1.5)
+        built = gen._markov(rng, n, g, shared["base"], shared["cycle"], memory_h, shift_h)
         p = np.array([gen._p_up(x + shift_h, shared["base"], shared["cycle"]) for x in t])
         up_stays, down_stays = np.exp(-(1.0 - p) * g / memory_h), np.exp(-p * g / memory_h)
     elif regime == "regime-shift":
         (u1, d1), (u2, d2) = (gen._SHIFT_MENU[k] for k in shared["pair"])
         at = shared["shift_h"] + rng.uniform(-2.0, 2.0)
         s1, s2 = rng.uniform(0.7, 1.4), rng.uniform(0.7, 1.4)
+        built = gen._alternate(rng, n, g, lambda x: rng.expovariate(1 / (s1 * u1 if x < at else s2 * u2)),
+                               lambda x: rng.expovariate(1 / (s1 * d1 if x < at else s2 * d2)))  # fmt: skip
         up_mean = np.where(t < at, s1 * u1, s2 * u2)
         down_mean = np.where(t < at, s1 * d1, s2 * d2)
         up_stays, down_stays = np.exp(-g / up_mean), np.exp(-g / down_mean)
     else:
         raise ValueError(f"no known law for regime {regime!r}")
-    rng.setstate(state)
-    again = gen._zone(regime, rng, n, g, shared)
-    if tuple(again) != gen.generate(regime, zones=mb.ZONES, hours=hours, seed=seed)[0].available:
+    if tuple(built) != gen.generate(regime, zones=mb.ZONES, hours=hours, seed=seed)[0].available:
         raise SystemExit(f"bench_judging_bound: the replayed draws of {regime} seed {seed} do not regenerate zone 0; "
                          "the generator changed, update zone0_law")  # fmt: skip
     return ZoneLaw(up_stays, down_stays)
@@ -135,15 +140,20 @@ def tasks(seeds: range) -> list[tuple[str, SimCase, int]]:
     return out
 
 
-def row(args: tuple[str, SimCase, int]) -> dict:
-    regime, case, seed = args
-    law = zone0_law(regime, seed)
+def window(law: ZoneLaw, case: SimCase) -> tuple[np.ndarray, np.ndarray]:
+    """The law's chain over the case's window, as `solve_chain` reads it: DP tick t decides at trace
+    tick start + t, and its step leads to trace tick start + t + 1."""
     s, D = case.start_tick, deadline_ticks(case.deadline_hours, case.gap_hours)
-    # DP tick t decides at trace tick s + t; its chain step leads to trace tick s + t + 1.
     up, down = law.p_up_stays[s + 1 : s + 1 + D], law.p_down_stays[s + 1 : s + 1 + D]
     if len(up) < D:  # the window's last step lies past the trace: the run is over by then
         up, down = np.pad(up, (0, D - len(up)), mode="edge"), np.pad(down, (0, D - len(down)), mode="edge")
-    g = case.gap_hours
+    return up, down
+
+
+def row(args: tuple[str, SimCase, int]) -> dict:
+    regime, case, seed = args
+    up, down = window(zone0_law(regime, seed), case)
+    D, g = len(up), case.gap_hours
     told = {"prior_up_hours": g / (1.0 - up.mean()), "prior_down_hours": g / (1.0 - down.mean())}
     runs: dict[str, PlacementPolicy] = {
         YARDSTICK: TableByTick(YARDSTICK, case, up, down),
@@ -162,13 +172,14 @@ def row(args: tuple[str, SimCase, int]) -> dict:
 
 def report(regime: str, rows: list[dict]) -> None:
     print(f"\n{regime} ({len(rows)} cases): cost / exact optimum, mean  worst; paired difference against the "
-          f"{YARDSTICK} +- standard error")  # fmt: skip
+          f"{TOLD[regime]} +- standard error")  # fmt: skip
     base = [r[YARDSTICK][0] / r["opt"] for r in rows]
-    for name in (k for k in rows[0] if k not in ("regime", "opt")):
-        ratio = [r[name][0] / r["opt"] for r in rows]
+    for key in (k for k in rows[0] if k not in ("regime", "opt")):
+        name = TOLD[regime] if key == YARDSTICK else key
+        ratio = [r[key][0] / r["opt"] for r in rows]
         diff = [a - b for a, b in zip(ratio, base)]
         se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-        misses = sum(r[name][1] for r in rows)
+        misses = sum(r[key][1] for r in rows)
         above = sum(x > 1.05 for x in ratio)
         print(f"  {name:<44}{statistics.fmean(ratio):>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- "
               f"{se:.4f}   {above:>3} cases > 1.05{'' if not misses else f'   {misses} deadline misses'}")
@@ -186,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         rows = list(pool.map(row, tasks(range(args.seeds)), chunksize=4))
     print(f"Second generator (launcher.simulation.synthetic_shifted), seeds 0-{args.seeds - 1}, home zone, capacity "
-          f"signal; {YARDSTICK}: exact for daily-weekly, near for regime-shift (see the docstring)")
+          f"signal; the first row: the exact online optimum for daily-weekly (a lower bound for any online policy), a "
+          f"policy told the shift for regime-shift (the best online policy told the law costs at most this)")
     for regime in REGIMES:
         report(regime, [r for r in rows if r["regime"] == regime])
     print(f"\nwall time {time.monotonic() - t0:.1f}s")
