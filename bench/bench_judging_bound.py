@@ -26,7 +26,8 @@ difference against the first row (+- its standard error), measured in the same r
 the law (told the shift); the optimum told only the case window's average chain (one rate for all
 hours: what knowing the cycle or the shift is worth); `markov-dp` told that average chain (its prior
 at the chain's mean spells, worth a million spells, one rate for all hours: what its guards, the
-start margin and the slack price, cost on that memoryless chain); `markov-dp` as it runs, learning;
+start margin and the slack price, cost on that memoryless chain); `markov-dp` learning one rate for
+all hours (`bin_weight` 10^6: what its hour-of-day bins are worth); `markov-dp` as it runs, learning;
 `deadline-aware`, greedy and uniform progress. The law is read by replaying the generator's random
 draws for zone 0 and checked by regenerating that zone's trace from them; a mismatch stops the bench.
 
@@ -161,6 +162,7 @@ def row(args: tuple[str, SimCase, int]) -> dict:
         # its prior at the average chain's means, worth a million spells, one rate for all hours
         "markov-dp told the window's average chain": get_placement_policy("markov-dp", **told, prior_weight=1e6,
                                                                           bin_weight=1e6),
+        "markov-dp, one rate for all hours": get_placement_policy("markov-dp", bin_weight=1e6),
         **{name: get_placement_policy(name) for name in POLICIES},
     }
     out = {"regime": regime, "opt": omniscient_cost(case)}
