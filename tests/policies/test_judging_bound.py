@@ -68,7 +68,6 @@ def test_the_yardstick_is_best_in_expectation_on_traces_drawn_from_its_law():
     and no policy's mean lower (paired over the same traces)."""
     law = jb.zone0_law("daily-weekly", 0)
     rng = np.random.default_rng(7)
-    g = gen.GAP_SECONDS / 3600.0
     n = 200
     costs: dict[str, list[float]] = {k: [] for k in ("law", "markov-dp", "deadline-aware", "greedy")}
     expected = []
