@@ -64,29 +64,31 @@ def test_a_generator_that_draws_otherwise_stops_the_bench(monkeypatch):
 
 
 def test_the_yardstick_is_best_in_expectation_on_traces_drawn_from_its_law():
-    """On traces drawn from a daily-weekly zone's law: never late, its mean bill the DP's expectation,
-    and no policy's mean lower (paired over the same traces)."""
+    """On traces drawn from a daily-weekly zone's law: never late, its mean bill the DP's expectation
+    (1,000 traces: the standard error is about 1%), and no policy's mean lower (paired over the first
+    80 of them)."""
     law = jb.zone0_law("daily-weekly", 0)
     rng = np.random.default_rng(7)
-    n = 200
     costs: dict[str, list[float]] = {k: [] for k in ("law", "markov-dp", "deadline-aware", "greedy")}
-    expected = []
+    bills, expected = [], []
     table = None
-    for _ in range(80):
+    for i in range(1000):
         up = [bool(rng.random() < 0.5)]
-        for i in range(1, n):
-            stay = law.p_up_stays[i] if up[-1] else law.p_down_stays[i]
+        for k in range(1, 200):
+            stay = law.p_up_stays[k] if up[-1] else law.p_down_stays[k]
             up.append(up[-1] if rng.random() < stay else not up[-1])
         c = SimCase((Trace("drawn", gen.GAP_SECONDS, tuple(up)),), 0, 8.0, 12.0, 0.2, OD, SP)
         if table is None:
             table = jb.TableByTick("law", c, *jb.window(law, c))
         r = simulate(table, c)
         assert r.met_deadline and r.cost >= omniscient_cost(c) - 1e-9
-        costs["law"].append(r.cost)
+        bills.append(r.cost)
         expected.append(float(table.table.v0[table.table.none[int(up[0])], 0]))
-        for name in ("markov-dp", "deadline-aware", "greedy"):
-            costs[name].append(simulate(get_placement_policy(name), c).cost)
+        if i < 80:
+            costs["law"].append(r.cost)
+            for name in ("markov-dp", "deadline-aware", "greedy"):
+                costs[name].append(simulate(get_placement_policy(name), c).cost)
+    assert statistics.fmean(bills) == pytest.approx(statistics.fmean(expected), rel=0.03)
     mean = statistics.fmean(costs["law"])
-    assert mean == pytest.approx(statistics.fmean(expected), rel=0.03)
     for name in ("markov-dp", "deadline-aware", "greedy"):
         assert mean <= statistics.fmean(costs[name]), name
