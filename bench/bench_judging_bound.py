@@ -60,12 +60,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_policies as bp  # noqa: E402
 import model_policy_bench as mb  # noqa: E402
 
-from launcher.policies.base import Decision, DecisionState, PlacementPolicy  # noqa: E402
-from launcher.policies.chain_dp import drain, solve_chain  # noqa: E402
+from launcher.policies.base import PlacementPolicy  # noqa: E402
 from launcher.policies.registry import get_placement_policy  # noqa: E402
 from launcher.simulation import synthetic_shifted as gen  # noqa: E402
-from launcher.simulation.engine import SimCase, deadline_ticks, overhead_ticks, simulate, work_ticks  # noqa: E402
+from launcher.simulation.engine import SimCase, deadline_ticks, simulate  # noqa: E402
 from launcher.simulation.omniscient import omniscient_cost  # noqa: E402
+from launcher.simulation.online_optimum import MarkovSpells, OnlineOptimumPolicy, table_for  # noqa: E402
 
 REGIMES = ("daily-weekly", "regime-shift")
 YARDSTICK = "optimum told the law"
@@ -115,25 +115,6 @@ def zone0_law(regime: str, seed: int) -> ZoneLaw:
     return ZoneLaw(up_stays, down_stays)
 
 
-class TableByTick(PlacementPolicy):
-    """Acts by one `chain_dp` table solved for the case's whole window (a yardstick, told its chain)."""
-
-    def __init__(self, name: str, case: SimCase, up_stays: np.ndarray, down_stays: np.ndarray) -> None:
-        g = case.gap_hours
-        W, D = work_ticks(case.work_hours, g), deadline_ticks(case.deadline_hours, g)
-        O = overhead_ticks(case.overhead_hours, g)
-        self.name, self.g = name, g
-        self.table = drain(solve_chain(up_stays[:D], down_stays[:D], W, O, case.on_demand_price * g,
-                                       case.spot_price * g))  # fmt: skip
-
-    def decide(self, state: DecisionState) -> Decision:
-        g = self.g
-        t, p = round(state.elapsed_hours / g), round(state.work_done_hours / g)
-        owed = round(state.overhead_remaining_hours / g)
-        c = self.table.choose(t, p, state.current, owed, bool(state.spot_available[0]))
-        return Decision(c, 0, self.name)
-
-
 def tasks(seeds: range) -> list[tuple[str, SimCase, int]]:
     out = []
     for regime in REGIMES:
@@ -156,11 +137,11 @@ def window(law: ZoneLaw, case: SimCase) -> tuple[np.ndarray, np.ndarray]:
 def row(args: tuple[str, SimCase, int]) -> dict:
     regime, case, seed = args
     up, down = window(zone0_law(regime, seed), case)
-    D, g = len(up), case.gap_hours
+    g = case.gap_hours
     told = {"prior_up_hours": g / (1.0 - up.mean()), "prior_down_hours": g / (1.0 - down.mean())}
     runs: dict[str, PlacementPolicy] = {
-        YARDSTICK: TableByTick(YARDSTICK, case, up, down),
-        AVERAGE: TableByTick(AVERAGE, case, np.full(D, up.mean()), np.full(D, down.mean())),
+        YARDSTICK: OnlineOptimumPolicy(table_for(case, (up, down))),
+        AVERAGE: OnlineOptimumPolicy(table_for(case, MarkovSpells(float(up.mean()), float(down.mean())))),
         # its prior at the average chain's means, worth a million spells, one rate for all hours
         "markov-dp told the window's average chain": get_placement_policy("markov-dp", **told, prior_weight=1e6,
                                                                           bin_weight=1e6),

@@ -62,21 +62,29 @@ class MarkovSpells:
 
 
 class OnlineOptimum:
-    """The optimal online policy's table for one job shape on one chain.
+    """The optimal online policy's table for one job shape on one chain: a `MarkovSpells`, or per-tick
+    arrays (`p_up_stays`, `p_down_stays`), index t the step from the decision of tick t to tick t + 1,
+    at least as long as the ticks to the deadline (a chain whose rates change with time).
 
     `action[t, s, p]` (int8; 0 wait, 1 on-demand, 2 spot) for progress p = 0..W-1 and the decision
     states s: none with capacity down / up, on-demand with k owed (down / up), spot with k owed (up).
     `expected_cost(up)` is the expected cost (USD) from the first tick."""
 
-    def __init__(self, chain: MarkovSpells, *, work_hours: float, deadline_hours: float, overhead_hours: float,
-                 gap_hours: float, on_demand_price: float, spot_price: float) -> None:  # fmt: skip
+    def __init__(self, chain: MarkovSpells | tuple[np.ndarray, np.ndarray], *, work_hours: float,
+                 deadline_hours: float, overhead_hours: float, gap_hours: float, on_demand_price: float,
+                 spot_price: float) -> None:  # fmt: skip
         W = work_ticks(work_hours, gap_hours)
         D = deadline_ticks(deadline_hours, gap_hours)
         O = overhead_ticks(overhead_hours, gap_hours)
         if W == 0 or W + O > D:
             raise ValueError("the job cannot finish by the deadline even on on-demand")
-        solver = solve_chain(np.full(D, chain.p_up_stays), np.full(D, chain.p_down_stays), W, O,
-                             on_demand_price * gap_hours, spot_price * gap_hours)  # fmt: skip
+        if isinstance(chain, MarkovSpells):
+            up, down = np.full(D, chain.p_up_stays), np.full(D, chain.p_down_stays)
+        else:
+            up, down = (np.asarray(a, dtype=float)[:D] for a in chain)
+            if len(up) < D or len(down) < D:
+                raise ValueError(f"a per-tick chain needs {D} steps, one per tick to the deadline")
+        solver = solve_chain(up, down, W, O, on_demand_price * gap_hours, spot_price * gap_hours)
         tab = drain(solver)
         self.g, self.W, self.D, self.O, self.chain = gap_hours, W, D, O, chain
         self.action, self._states, self.v0 = tab.action, tab, tab.v0
@@ -108,7 +116,7 @@ class OnlineOptimumPolicy(PlacementPolicy):
         return Decision(c, 0, "optimal online policy for the known chain")
 
 
-def table_for(case: SimCase, chain: MarkovSpells) -> OnlineOptimum:
+def table_for(case: SimCase, chain: MarkovSpells | tuple[np.ndarray, np.ndarray]) -> OnlineOptimum:
     return OnlineOptimum(chain, work_hours=case.work_hours, deadline_hours=case.deadline_hours,
                          overhead_hours=case.overhead_hours, gap_hours=case.gap_hours,
                          on_demand_price=case.on_demand_price, spot_price=case.spot_price)  # fmt: skip

@@ -14,6 +14,7 @@ from launcher.policies.registry import get_placement_policy
 from launcher.simulation import synthetic_shifted as gen
 from launcher.simulation.engine import SimCase, simulate
 from launcher.simulation.omniscient import omniscient_cost
+from launcher.simulation.online_optimum import OnlineOptimumPolicy, table_for
 from launcher.simulation.traces import Trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,11 +80,11 @@ def test_the_yardstick_is_best_in_expectation_on_traces_drawn_from_its_law():
             up.append(up[-1] if rng.random() < stay else not up[-1])
         c = SimCase((Trace("drawn", gen.GAP_SECONDS, tuple(up)),), 0, 8.0, 12.0, 0.2, OD, SP)
         if table is None:
-            table = jb.TableByTick("law", c, *jb.window(law, c))
-        r = simulate(table, c)
+            table = table_for(c, jb.window(law, c))
+        r = simulate(OnlineOptimumPolicy(table), c)
         assert r.met_deadline and r.cost >= omniscient_cost(c) - 1e-9
         bills.append(r.cost)
-        expected.append(float(table.table.v0[table.table.none[int(up[0])], 0]))
+        expected.append(table.expected_cost(up[0]))
         if i < 80:
             costs["law"].append(r.cost)
             for name in ("markov-dp", "deadline-aware", "greedy"):
@@ -92,3 +93,9 @@ def test_the_yardstick_is_best_in_expectation_on_traces_drawn_from_its_law():
     mean = statistics.fmean(costs["law"])
     for name in ("markov-dp", "deadline-aware", "greedy"):
         assert mean <= statistics.fmean(costs[name]), name
+
+
+def test_a_per_tick_chain_shorter_than_the_deadline_is_refused():
+    c = SimCase((Trace("t", gen.GAP_SECONDS, (True,) * 200),), 0, 8.0, 12.0, 0.2, OD, SP)
+    with pytest.raises(ValueError, match="needs 180 steps"):
+        table_for(c, (np.full(100, 0.9), np.full(100, 0.9)))
