@@ -41,6 +41,7 @@ state in the solver and is not computed here.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import random
@@ -84,10 +85,12 @@ class ZoneLaw:
     p_down_stays: np.ndarray
 
 
+@functools.cache
 def zone0_law(regime: str, seed: int) -> ZoneLaw:
     """Replay `synthetic_shifted.generate`'s draws up to zone 0's parameters, and check them by
     building zone 0's trace from them with the generator's own pieces (`_markov`, `_alternate`): a
-    generator that draws in another order, or other parameters, fails the check and stops the bench."""
+    generator that draws in another order, or other parameters, fails the check and stops the bench.
+    Cached per process: a draw's cases share it (read only)."""
     hours, g = mb.HOURS, gen.GAP_SECONDS / 3600.0
     n = max(1, math.ceil(hours / g))
     rng = random.Random(f"shifted:{regime}:{seed}")

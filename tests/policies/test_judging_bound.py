@@ -58,6 +58,7 @@ def test_a_generator_that_draws_otherwise_stops_the_bench(monkeypatch):
 
     jb.zone0_law("daily-weekly", 1)
     monkeypatch.setattr(gen, "_zone", swapped)
+    jb.zone0_law.cache_clear()
     with pytest.raises(SystemExit, match="do not regenerate zone 0"):
         jb.zone0_law("daily-weekly", 1)
     with pytest.raises(ValueError, match="no known law"):
