@@ -6,6 +6,7 @@ dollar; before, a refused look from on-demand had already stopped on-demand and 
 
 from __future__ import annotations
 
+import threading
 import time
 
 from launcher.controller import attempt
@@ -57,34 +58,73 @@ class SlowLooks(BlindZones):
     `answer_ticks` of the run's clock (which moves only while the controller watches the job),
     or, once that clock has stood still for `still_s` of real time (the controller is waiting for
     this answer; long enough that a loaded machine's slow pass is not taken for that), at once.
-    Capacity is read when the launch answers."""
+    Capacity is read when the launch answers.
+
+    The run's clock is moved by the controller's sleeps while the look answers on a thread of its
+    own, so how far the clock had moved when a look was asked or answered would otherwise depend on
+    how the machine scheduled the two threads. The clock here waits for them instead (`_sleep`): it
+    does not pass a look's answer time until that look has answered, nor move while a look thread
+    just started has not yet asked, so the run's clock shows the same on a loaded machine."""
 
     answer_ticks = 5
     still_s = 2.0
     looks: list[tuple[float, float, bool]] = []  # the run's clock when asked and when answered, granted
+
+    def __init__(self, traces, clock) -> None:
+        super().__init__(traces, clock)
+        self._lock = threading.Lock()
+        self._older = set(threading.enumerate())  # threads of earlier runs are not this run's looks
+        self._asked: set[threading.Thread] = set()
+        self._due: dict[threading.Thread, float] = {}  # a look's thread -> the run's clock when it answers
+        clock.sleep = self._sleep
+
+    def _sleep(self, s: float) -> None:
+        target, bound = self.clock.t + s, time.monotonic() + 30.0
+        while True:
+            with self._lock:
+                unasked = [t for t in threading.enumerate() if t.name.startswith("look-") and t.is_alive()
+                           and t not in self._older and t not in self._asked]  # fmt: skip
+                due = [d for d in self._due.values() if d <= target]
+            if not unasked and not due:
+                break
+            if due:
+                self.clock.t = max(self.clock.t, min(due))  # the look sees its time come, and answers
+            assert time.monotonic() < bound, "a look was neither asked nor answered within 30 s"
+            time.sleep(0.0002)
+        self.clock.t = target
 
     def is_look(self, request) -> bool:
         """A spot launch while an on-demand cluster runs."""
         return request.offer.spot and any(not o.spot for o, _ in self.held.values())
 
     def provision(self, request):
-        if not self.is_look(request):
-            return super().provision(request)
+        me = threading.current_thread()
+        look = self.is_look(request)
         asked = self.clock()
-        last, still_since = asked, time.monotonic()
-        while self.clock() < asked + self.answer_ticks * GAP_S - 1e-9:
-            if self.clock() != last:
-                last, still_since = self.clock(), time.monotonic()
-            elif time.monotonic() - still_since > self.still_s:
-                break
-            time.sleep(0.0005)
+        with self._lock:
+            self._asked.add(me)
+            if look:
+                self._due[me] = asked + self.answer_ticks * GAP_S
+        if not look:
+            return super().provision(request)
         try:
-            handle = super().provision(request)
-        except Exception:
-            SlowLooks.looks.append((asked, self.clock(), False))
-            raise
-        SlowLooks.looks.append((asked, self.clock(), True))
-        return handle
+            last, still_since = asked, time.monotonic()
+            while self.clock() < asked + self.answer_ticks * GAP_S - 1e-9:
+                if self.clock() != last:
+                    last, still_since = self.clock(), time.monotonic()
+                elif time.monotonic() - still_since > self.still_s:
+                    break
+                time.sleep(0.0005)
+            try:
+                handle = super().provision(request)
+            except Exception:
+                SlowLooks.looks.append((asked, self.clock(), False))
+                raise
+            SlowLooks.looks.append((asked, self.clock(), True))
+            return handle
+        finally:
+            with self._lock:
+                self._due.pop(me, None)
 
 
 def test_a_look_the_cloud_is_slow_to_answer_does_not_hold_the_watch(tmp_path, monkeypatch):
@@ -108,6 +148,28 @@ def test_a_look_the_cloud_is_slow_to_answer_does_not_hold_the_watch(tmp_path, mo
     (again,) = [e for e in led.events(run_id, kind="recovery") if e.attempt_id == attempts[-1].attempt_id]
     asked, answered, _ = SlowLooks.looks[-1]
     assert again.data["restart_overhead_seconds"] >= answered - asked >= 5 * GAP_S - 1e-6
+
+
+def test_a_look_thread_the_machine_schedules_late_changes_nothing_the_run_sees(tmp_path, monkeypatch):
+    # The fake cloud above is what the slow-look tests stand on: on a loaded machine a look's
+    # thread may start or wake late, and the run's clock must not run ahead of it meanwhile.
+    monkeypatch.setattr(attempt, "LOOK_INLINE_S", 0.0)
+    real_sleep = time.sleep
+
+    class Late(SlowLooks):
+        def provision(self, request):
+            if self.is_look(request):
+                real_sleep(0.05)  # this thread gets the CPU 50 ms late
+            return super().provision(request)
+
+    seen = []
+    traces = (trace("0" * 6 + "1" * 60 + "0" * 120, "z0"),)
+    for name, cls in (("on-time", SlowLooks), ("late", Late)):
+        SlowLooks.looks, SlowLooks.answer_ticks = [], 5
+        replay("deadline-aware", traces, tmp_path=tmp_path / name, backend="blind", provider_cls=cls,
+               work_ticks=90, deadline_ticks=130, overhead_ticks=1)  # fmt: skip
+        seen.append(list(SlowLooks.looks))
+    assert len(seen[0]) >= 3 and seen[1] == seen[0], seen
 
 
 def test_a_job_that_ends_while_a_look_is_out_has_the_launched_cluster_torn_down(tmp_path, monkeypatch):
