@@ -4,38 +4,41 @@
 
 The goals read cost / exact optimum, and the exact optimum knows the whole trace. Two of the second
 generator's regimes (`launcher.simulation.synthetic_shifted`, the judging set never tuned on) draw a
-zone's capacity from a law close to what the exact online solver (`launcher.policies.chain_dp`) takes
-as given, a two-state chain with known per-tick probabilities:
+zone's capacity from a law an exact online solver can take as given, so the best any online policy
+can do there is computed, not guessed:
 
 - **daily-weekly**: a two-state chain whose per-tick probabilities follow the zone's daily and weekly
   cycles. Told the zone's chain tick by tick (base share, cycles, memory, the zone's phase: the
   generator's own draws), `chain_dp` is the exact online optimum: no policy that sees only the past
   does better in expectation on traces from that law. A lower bound for every online policy.
-- **regime-shift**: memoryless spells whose means change at a time drawn per zone. Told the means
-  before and after and the time of the shift, `chain_dp` solves the per-tick chain that switches
-  there; but a spell drawn before the shift keeps its mean however long it runs past it (a 45 h
-  outage of the first regime can run 20 h into a regime of 0.4 h outages), and spells are whole
-  ticks. So this row is a policy told the shift, not the optimum for the law: the best online policy
-  told the law costs at most as much (it could act as this one does), so the gap of `markov-dp` to
-  this row is a part of what is on the table there, not a bound on it.
+- **regime-shift**: memoryless spells whose means change at a time drawn per zone; a spell drawn
+  before the shift keeps its mean however long it runs past it (a 45 h outage of the first regime can
+  run 20 h into a regime of 0.4 h outages), and spells are whole ticks (a spell's first tick ends it
+  with a chance of its own). As a chain over eight states (up or down, drawn before or after the
+  shift, begun this tick: `shift_states`), which a policy told the law reads off the trace it has
+  seen, `launcher.simulation.labelled_chain_optimum` solves it exactly: the first row. It is also
+  told when the spell running at the case's start began, which a run cannot see: a little more than
+  the law, so still a lower bound for every online policy. The second row, a policy told only the
+  means and the hour of the shift (`chain_dp` on the two-state chain that switches there), is what
+  knowing that a spell keeps its regime's mean is worth.
 
 For each regime, on its judging draws (seeds 0 to `--seeds` - 1, `bench_policies.py`'s job grid with
 two start ticks, home zone, the capacity signal: with the default 6 seeds the full judging set's 72
 cases of the regime), this prints per policy cost / exact optimum (mean, worst, cases above 1.05,
 misses) and the paired difference against the first row (+- its standard error), measured in the
-same run: the optimum told
-the law (told the shift); the optimum told only the case window's average chain (one rate for all
-hours: what knowing the cycle or the shift is worth); `markov-dp` told that average chain (its prior
-at the chain's mean spells, worth a million spells, one rate for all hours: what its guards, the
-start margin and the slack price, cost on that memoryless chain); `markov-dp` learning one rate for
-all hours (`bin_weight` 10^6: what its hour-of-day bins are worth); `markov-dp` as it runs, learning;
-`deadline-aware`, greedy and uniform progress. The law is read by replaying the generator's random
-draws for zone 0 (`zone0_law`), checked by building that zone's trace from them; a mismatch stops
-the bench.
+same run: the optimum told the law; for regime-shift the policy told the shift; the optimum told only
+the case window's average chain (one rate for all hours: what knowing the cycle or the shift is
+worth); `markov-dp` told that average chain (its prior at the chain's mean spells, worth a million
+spells, one rate for all hours: what its guards, the start margin and the slack price, cost on that
+memoryless chain); `markov-dp` learning one rate for all hours (`bin_weight` 10^6: what its
+hour-of-day bins are worth); `markov-dp` as it runs, learning; `deadline-aware`, greedy and uniform
+progress. The law is read by replaying the generator's random draws for zone 0 (`zone0_law`),
+checked by building that zone's trace from them; a mismatch stops the bench.
 
-The other three regimes (heavy-tail, zones-fail-together, mixed) draw non-memoryless spells or a
-zone's capacity as the product of several processes; their online optimum needs spell ages or a joint
-state in the solver and is not computed here.
+The other three regimes (heavy-tail, zones-fail-together, mixed) draw spells whose chance to end
+depends on their age without bound (Weibull, Pareto) or a zone's capacity as the product of several
+processes; their online optimum needs a spell's age or the processes' joint state in the solver and
+is not computed here.
 """
 
 from __future__ import annotations
@@ -65,13 +68,17 @@ from launcher.policies.base import PlacementPolicy  # noqa: E402
 from launcher.policies.registry import get_placement_policy  # noqa: E402
 from launcher.simulation import synthetic_shifted as gen  # noqa: E402
 from launcher.simulation.engine import SimCase, deadline_ticks, simulate  # noqa: E402
+from launcher.simulation.labelled_chain_optimum import (  # noqa: E402
+    LabelledChain,
+    LabelledChainOptimumPolicy,
+    labelled_table_for,
+)
 from launcher.simulation.omniscient import omniscient_cost  # noqa: E402
 from launcher.simulation.online_optimum import MarkovSpells, OnlineOptimumPolicy, table_for  # noqa: E402
 
 REGIMES = ("daily-weekly", "regime-shift")
 YARDSTICK = "optimum told the law"
-# what the first row is in each regime (see the docstring)
-TOLD = {"daily-weekly": "optimum told the law", "regime-shift": "policy told the shift"}
+TOLD_SHIFT = "policy told the shift"
 AVERAGE = "optimum told the window's average chain"
 POLICIES = ("markov-dp", "deadline-aware", "greedy", "uniform-progress")
 
@@ -83,6 +90,42 @@ class ZoneLaw:
 
     p_up_stays: np.ndarray
     p_down_stays: np.ndarray
+    # regime-shift only: the law as a chain over the states of `shift_states`, indexed by the tick a
+    # step leaves, and the state of each trace tick
+    labelled: LabelledChain | None = None
+    state: np.ndarray | None = None
+    shift: tuple[tuple[float, float], tuple[float, float], float] | None = None  # up means, down means, hour
+
+
+def shift_states(up_means: tuple[float, float], down_means: tuple[float, float], at_hours: float, g: float,
+                 n: int) -> LabelledChain:  # fmt: skip
+    """The regime-shift law as a chain the exact solver takes: state c = 4 * up + 2 * drawn before the
+    shift + began this tick. A spell drawn at tick j (hour j * g) has the mean of the regime then, kept
+    however long it runs, and lasts max(1, round(X / g)) ticks for X exponential: it ends after its
+    first tick with chance 1 - exp(-1.5 g / m), after each later one with 1 - exp(-g / m). The next
+    spell, drawn at the tick it begins, is the other state's, in the regime of that tick.
+    `up_means` / `down_means`: (before, after) the shift, hours."""
+    step = np.zeros((n, 8, 8))
+    for c in range(8):
+        up, pre, fresh = c >> 2, (c >> 1) & 1, c & 1
+        m = (up_means if up else down_means)[0 if pre else 1]
+        ends = 1.0 - math.exp(-(1.5 if fresh else 1.0) * g / m)
+        step[:, c, 4 * up + 2 * pre] = 1.0 - ends
+        pre_next = (np.arange(1, n + 1) * g < at_hours).astype(int)  # the spell drawn at the next tick
+        step[np.arange(n), c, 4 * (1 - up) + 2 * pre_next + 1] = ends
+    return LabelledChain(step, np.array([c >> 2 == 1 for c in range(8)]))
+
+
+def shift_state_of(trace: tuple[bool, ...], at_hours: float, g: float) -> np.ndarray:
+    """Each tick's state in `shift_states`' numbering, read off the trace: spells alternate, so a
+    spell begins where the trace changes (or at tick 0)."""
+    out = np.empty(len(trace), dtype=np.int64)
+    began = 0
+    for i, up in enumerate(trace):
+        if i and up != trace[i - 1]:
+            began = i
+        out[i] = 4 * int(up) + 2 * int(began * g < at_hours) + int(began == i)
+    return out
 
 
 @functools.cache
@@ -110,12 +153,17 @@ def zone0_law(regime: str, seed: int) -> ZoneLaw:
         up_mean = np.where(t < at, s1 * u1, s2 * u2)
         down_mean = np.where(t < at, s1 * d1, s2 * d2)
         up_stays, down_stays = np.exp(-g / up_mean), np.exp(-g / down_mean)
+        shift = ((s1 * u1, s2 * u2), (s1 * d1, s2 * d2), at)
+        labelled = shift_states(*shift, g, n)
+        state = shift_state_of(tuple(built) + (False,) * 8, at, g)  # the simulator reads past the trace as down
     else:
         raise ValueError(f"no known law for regime {regime!r}")
+    if regime != "regime-shift":
+        labelled = state = shift = None
     if tuple(built) != gen.generate(regime, zones=mb.ZONES, hours=hours, seed=seed)[0].available:
         raise SystemExit(f"bench_judging_bound: the replayed draws of {regime} seed {seed} do not regenerate zone 0; "
                          "the generator changed, update zone0_law")  # fmt: skip
-    return ZoneLaw(up_stays, down_stays)
+    return ZoneLaw(up_stays, down_stays, labelled, state, shift)
 
 
 def tasks(seeds: range) -> list[tuple[str, SimCase, int]]:
@@ -137,13 +185,29 @@ def window(law: ZoneLaw, case: SimCase) -> tuple[np.ndarray, np.ndarray]:
     return up, down
 
 
+def labelled_window(chain: LabelledChain, case: SimCase) -> LabelledChain:
+    """The labelled law's steps over the case's window: DP tick t leaves trace tick start + t."""
+    s, D = case.start_tick, deadline_ticks(case.deadline_hours, case.gap_hours)
+    step = chain.step[s : s + D]
+    if len(step) < D:  # past the trace's end: the run is over by then
+        step = np.concatenate([step, np.repeat(step[-1:], D - len(step), axis=0)])
+    return LabelledChain(step, chain.up)
+
+
 def row(args: tuple[str, SimCase, int]) -> dict:
     regime, case, seed = args
-    up, down = window(zone0_law(regime, seed), case)
+    law = zone0_law(regime, seed)
+    up, down = window(law, case)
     g = case.gap_hours
     told = {"prior_up_hours": g / (1.0 - up.mean()), "prior_down_hours": g / (1.0 - down.mean())}
-    runs: dict[str, PlacementPolicy] = {
-        YARDSTICK: OnlineOptimumPolicy(table_for(case, (up, down))),
+    runs: dict[str, PlacementPolicy] = {}
+    if law.labelled is None:
+        runs[YARDSTICK] = OnlineOptimumPolicy(table_for(case, (up, down)))
+    else:
+        runs[YARDSTICK] = LabelledChainOptimumPolicy(labelled_table_for(case, labelled_window(law.labelled, case)),
+                                                     lambda t, s=case.start_tick, st=law.state: int(st[s + t]))
+        runs[TOLD_SHIFT] = OnlineOptimumPolicy(table_for(case, (up, down)))
+    runs |= {
         AVERAGE: OnlineOptimumPolicy(table_for(case, MarkovSpells(float(up.mean()), float(down.mean())))),
         # its prior at the average chain's means, worth a million spells, one rate for all hours
         "markov-dp told the window's average chain": get_placement_policy("markov-dp", **told, prior_weight=1e6,
@@ -160,10 +224,10 @@ def row(args: tuple[str, SimCase, int]) -> dict:
 
 def report(regime: str, rows: list[dict]) -> None:
     print(f"\n{regime} ({len(rows)} cases): cost / exact optimum, mean  worst; paired difference against the "
-          f"{TOLD[regime]} +- standard error")  # fmt: skip
+          f"{YARDSTICK} +- standard error")  # fmt: skip
     base = [r[YARDSTICK][0] / r["opt"] for r in rows]
     for key in (k for k in rows[0] if k not in ("regime", "opt")):
-        name = TOLD[regime] if key == YARDSTICK else key
+        name = key
         ratio = [r[key][0] / r["opt"] for r in rows]
         diff = [a - b for a, b in zip(ratio, base)]
         se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
@@ -185,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         rows = list(pool.map(row, tasks(range(args.seeds)), chunksize=4))
     print(f"Second generator (launcher.simulation.synthetic_shifted), seeds 0-{args.seeds - 1}, home zone, capacity "
-          f"signal; the first row: the exact online optimum for daily-weekly (a lower bound for any online policy), a "
-          f"policy told the shift for regime-shift (the best online policy told the law costs at most this)")
+          f"signal; the first row: the exact online optimum told the zone's law (a lower bound for any online policy)")
     for regime in REGIMES:
         report(regime, [r for r in rows if r["regime"] == regime])
     print(f"\nwall time {time.monotonic() - t0:.1f}s")
