@@ -106,12 +106,12 @@ def shift_states(up_means: tuple[float, float], down_means: tuple[float, float],
     spell, drawn at the tick it begins, is the other state's, in the regime of that tick.
     `up_means` / `down_means`: (before, after) the shift, hours."""
     step = np.zeros((n, 8, 8))
+    pre_next = (np.arange(1, n + 1) * g < at_hours).astype(int)  # is a spell drawn at the next tick drawn before?
     for c in range(8):
         up, pre, fresh = c >> 2, (c >> 1) & 1, c & 1
         m = (up_means if up else down_means)[0 if pre else 1]
         ends = 1.0 - math.exp(-(1.5 if fresh else 1.0) * g / m)
         step[:, c, 4 * up + 2 * pre] = 1.0 - ends
-        pre_next = (np.arange(1, n + 1) * g < at_hours).astype(int)  # the spell drawn at the next tick
         step[np.arange(n), c, 4 * (1 - up) + 2 * pre_next + 1] = ends
     return LabelledChain(step, np.array([c >> 2 == 1 for c in range(8)]))
 
