@@ -154,6 +154,39 @@ class DeadlineAwarePolicy(PlacementPolicy):
             return max(2 * b.overhead, self.reserve_overheads * b.overhead + 2 * b.overhead * outages)
         return max(2 * b.overhead, self.reserve_overheads * b.overhead + self.reserve_work_fraction * b.remaining)
 
+    def reserve_text(self, state: DecisionState) -> str:
+        """What the reserve was sized on, for a decision's reason: the zone's spells as estimated, and
+        what they made of the reserve (the branches of `reserve`)."""
+        z = state.current_zone
+        u, d = self.spells.mean_up(z), self.spells.mean_down(z)
+        est = f"zone {z} spells ~{u:.2f} h up, ~{d:.2f} h down"
+        if not self._hops_pay(state):
+            need = self.hop_need_hours(state)
+            why = f"up too short for a hop back to spot (>= {need:.2f} h)" if u < need else "waiting beats hops"
+            age = self.spells.age(z)
+            if self.insure_after_overheads and not state.spot_available[z] and (
+                age >= self.insure_after_overheads * state.restart_overhead_hours
+            ):
+                return f"{est}: {why}, but this outage ({age:.2f} h) is far past them: one hop kept"
+            return f"{est}: {why}, the safety net only"
+        left_h = max(0.0, state.work_total_hours - state.work_done_hours)
+        if self.reserve_by_outages:
+            return (f"{est}: {self.reserve_overheads:g} restarts + a hop per outage expected in the {left_h:.1f} h "
+                    "of work left")  # fmt: skip
+        return f"{est}: {self.reserve_overheads:g} restarts + {self.reserve_work_fraction:.0%} of the work left"
+
+    def slack_reason(self, b: Budget, state: DecisionState, reserve: float, wait: bool) -> str:
+        """An idle decision's reason: the slack a wait would leave and the reserve, in hours, and the
+        estimate the reserve was sized on."""
+        h = state.gap_hours if state.gap_hours > 0 else 1.0  # policy units (ticks or hours) to hours
+        after_h, reserve_h = (b.slack - b.step) * h, reserve * h
+        sized = self.reserve_text(state)
+        if wait:
+            return (f"slack above reserve ({after_h:.2f} h after this step >= {reserve_h:.2f} h): wait for spot; "
+                    f"the reserve: {sized}")  # fmt: skip
+        return (f"slack at reserve ({after_h:.2f} h after this step < {reserve_h:.2f} h): on-demand; "
+                f"the reserve: {sized}")  # fmt: skip
+
     def _outages(self, state: DecisionState, left_h: float) -> float:
         """Outages expected in `left_h` hours of work: one per up and down spell of this zone."""
         z = state.current_zone
@@ -249,6 +282,5 @@ class DeadlineAwarePolicy(PlacementPolicy):
             return enforce(state, Decision(Choice.ON_DEMAND, z, "no spot: keep on-demand"), b)
         reserve = self.reserve(b, state)
         if b.slack - b.step >= reserve:
-            why = f"slack above reserve ({b.slack:.4g} > {reserve:.4g}): wait for spot"
-            return enforce(state, Decision(Choice.NONE, z, why), b)
-        return enforce(state, Decision(Choice.ON_DEMAND, z, f"slack at reserve ({b.slack:.4g} <= {reserve:.4g}): on-demand"), b)
+            return enforce(state, Decision(Choice.NONE, z, self.slack_reason(b, state, reserve, True)), b)
+        return enforce(state, Decision(Choice.ON_DEMAND, z, self.slack_reason(b, state, reserve, False)), b)

@@ -147,9 +147,8 @@ class MultiZonePolicy(DeadlineAwarePolicy):
                 if self.move_when_binding and self._binding(state, z, b, reserve):
                     why = f"zone {z} down and waiting for it would use up the slack: move to zone {best} (spells ~{spell:.2f} h)"
                     return enforce(state, Decision(Choice.SPOT, best, why), b)
-        if can_wait:
-            return enforce(state, Decision(Choice.NONE, z, f"slack above reserve ({b.slack:.4g} > {reserve:.4g}): wait for spot"), b)
-        return enforce(state, Decision(Choice.ON_DEMAND, z, f"slack at reserve ({b.slack:.4g} <= {reserve:.4g}): on-demand"), b)
+        return enforce(state, Decision(Choice.NONE if can_wait else Choice.ON_DEMAND, z,
+                                       self.slack_reason(b, state, reserve, can_wait)), b)  # fmt: skip
 
     def _spot_zone(self, state: DecisionState) -> int | None:
         """Where a spot start goes. From on-demand: a hop costs the same wherever it lands and is

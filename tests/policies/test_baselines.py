@@ -180,3 +180,25 @@ def test_deadline_aware_keeps_one_hop_when_an_outage_outlasts_the_spells_seen():
     stuck, pol = run("deadline-aware", c, insure_after_overheads=0.0)
     assert pol.choices == [S] + [N] * 27 + [D] * 21
     assert stuck.cost == pytest.approx(1 * 1.0 + 21 * 3.0)
+
+
+def test_deadline_aware_says_why_it_waits_in_hours_and_names_the_spells_its_reserve_rests_on():
+    # The case above: slack = 30 - t h; one 1 h spell seen, so spells up ~1 h ((0.5 x 1 h prior + 1 h)
+    # / 1.5 spells), too short for the 4 h a hop needs: the safety net's 2 O; from t = 7 the outage
+    # (6 h) has outlasted them by 6 O: one hop kept (4 h); on-demand at t = 26, when waiting would
+    # leave 3 h.
+    _, pol = run("deadline-aware", case("0" + "1" * 30 + "0" * 30, work=20, deadline=50, overhead=1))
+    why = [d.reason for _, d in pol.log]
+    assert why[1] == ("slack above reserve (28.00 h after this step >= 2.00 h): wait for spot; the reserve: zone 0 "
+                      "spells ~1.00 h up, ~2.00 h down: up too short for a hop back to spot (>= 4.00 h), the safety "
+                      "net only")  # fmt: skip
+    assert why[7].startswith("slack above reserve (22.00 h after this step >= 4.00 h): wait for spot")
+    assert why[7].endswith("but this outage (6.00 h) is far past them: one hop kept")
+    assert why[26].startswith("slack at reserve (3.00 h after this step < 4.00 h): on-demand; the reserve: zone 0")
+    # Spells long enough for hops (8 h prior): 4 O + a hop per outage expected in the work left.
+    _, pol = run("deadline-aware", case("1" * 19 + "0" * 20, work=10, deadline=30, overhead=1), prior_up_hours=8.0,
+                 prior_weight=1.0)  # fmt: skip
+    assert pol.log[15][1].reason == ("slack at reserve (4.00 h after this step < 4.80 h): on-demand; the reserve: zone "
+                                     "0 spells ~8.00 h up, ~17.00 h down: 4 restarts + a hop per outage expected in "
+                                     "the 10.0 h of work left")  # fmt: skip
+
