@@ -60,3 +60,19 @@ def test_bad_chains_are_refused():
         solved(np.full((10, 2, 2), 0.5), [False, True], 30, 3, 55)
     with pytest.raises(ValueError, match="cannot finish"):
         solved(np.full((10, 2, 2), 0.5), [False, True], 9, 3, 10)
+
+
+def test_a_state_reader_that_disagrees_with_the_run_stops_the_policy():
+    """The yardstick reads the law's state off the trace; a reader out of step with what the run sees
+    (capacity down, the law's state up) is a bug in the bench, stopped with the tick it happened at."""
+    from launcher.simulation.engine import SimCase, simulate
+    from launcher.simulation.labelled_chain_optimum import LabelledChainOptimumPolicy
+    from launcher.simulation.traces import Trace
+
+    step = np.array([[[0.9, 0.1], [0.1, 0.9]]] * 40)
+    c = SimCase((Trace("down", 360.0, (False,) * 40),), 0, 1.0, 2.0, 0.1, OD, SP)
+    table = LabelledChainOptimum(LabelledChain(step, np.array([False, True])), work_hours=1.0, deadline_hours=2.0,
+                                 overhead_hours=0.1, gap_hours=0.1, on_demand_price=OD, spot_price=SP)  # fmt: skip
+    with pytest.raises(ValueError, match="tick 0: the law's state 1 says capacity is up"):
+        simulate(LabelledChainOptimumPolicy(table, lambda t: 1), c)
+    assert simulate(LabelledChainOptimumPolicy(table, lambda t: 0), c).met_deadline
