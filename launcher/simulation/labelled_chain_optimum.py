@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy
+from launcher.policies.chain_dp import _TIE  # one tie tolerance for both solvers: they decide alike
 from launcher.simulation.engine import SimCase, deadline_ticks, overhead_ticks, work_ticks
-
-_TIE = 1e-9  # as `chain_dp`: within this (relative), costs are equal and the tie-breaks below decide
 
 
 @dataclass(frozen=True)

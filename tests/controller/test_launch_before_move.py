@@ -82,6 +82,7 @@ class SlowLooks(BlindZones):
         target, bound = self.clock.t + s, time.monotonic() + 30.0
         while True:
             with self._lock:
+                # `AttemptRunner._look` names its threads look-<cluster>
                 unasked = [t for t in threading.enumerate() if t.name.startswith("look-") and t.is_alive()
                            and t not in self._older and t not in self._asked]  # fmt: skip
                 due = [d for d in self._due.values() if d <= target]
