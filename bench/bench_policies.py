@@ -333,6 +333,25 @@ def as_home(case: SimCase, h: int) -> tuple[SimCase, SimCase]:
     return SimCase(zs, *_rest(case)), SimCase(zs[:1], *_rest(case))
 
 
+def public_tasks(root: Path, starts: int) -> list[tuple[SimCase, str, bool]]:
+    """The model bench's public cases: (case, collection, several zones?). Each zone group once with
+    its first zone as home (multi-zone over the group), every trace outside a group, then the other
+    zones of each group alone."""
+    files, groups = discover(root)
+    traces = {p: load_trace(p, str(p.relative_to(root))) for p in files}
+    in_group = {p for ps in groups.values() for p in ps}
+    tasks: list[tuple[SimCase, str, bool]] = []
+    for key, ps in groups.items():  # zone groups: home = the first zone, multi-zone over the group
+        tasks += [(c, key.split(":")[0], True) for c in grid(tuple(traces[p] for p in ps), starts)]
+    for p in files:
+        if p not in in_group:
+            tasks += [(c, str(p.parent.relative_to(root)), False) for c in grid((traces[p],), starts)]
+    for key, ps in groups.items():  # the other zones of each group, single zone
+        for p in ps[1:]:
+            tasks += [(c, key.split(":")[0], False) for c in grid((traces[p],), starts)]
+    return tasks
+
+
 def public_multi_row(case: SimCase) -> list[dict]:
     """A public zone group, each zone as home in turn (zones listed home first, the rest in order)."""
     opt_multi = omniscient_cost(case, multi_zone=True)
@@ -395,20 +414,8 @@ def model_section(args, pool) -> dict:
         f"JUDGING SET 1 (second generator launcher.simulation.synthetic_shifted, frozen before tuning, seeds "
         f"{judge_seeds[0]}-{judge_seeds[-1]}, never tuned on)", shifted)
     public_rows: list[dict] = []
-    tasks: list = []
     if args.trace_root.is_dir():
-        files, groups = discover(args.trace_root)
-        traces = {p: load_trace(p, str(p.relative_to(args.trace_root))) for p in files}
-        in_group = {p for ps in groups.values() for p in ps}
-        for key, ps in groups.items():  # zone groups: home = the first zone, multi-zone over the group
-            tasks += [(c, key.split(":")[0], True) for c in grid(tuple(traces[p] for p in ps), starts)]
-        for p in files:
-            if p not in in_group:
-                tasks += [(c, str(p.parent.relative_to(args.trace_root)), False) for c in grid((traces[p],), starts)]
-        for key, ps in groups.items():  # the other zones of each group, single zone
-            for p in ps[1:]:
-                tasks += [(c, key.split(":")[0], False) for c in grid((traces[p],), starts)]
-        public_rows = list(pool.map(mb.row, tasks, chunksize=1))
+        public_rows = list(pool.map(mb.row, public_tasks(args.trace_root, starts), chunksize=1))
         out["judging_public"] = mb.table("JUDGING SET 2 (public Can't Be Late traces; no generator made them)", public_rows)
     else:
         print(f"\nno public traces at {args.trace_root}: judging set 2 skipped", file=sys.stderr)
