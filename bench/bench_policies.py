@@ -414,8 +414,10 @@ def model_section(args, pool) -> dict:
         f"JUDGING SET 1 (second generator launcher.simulation.synthetic_shifted, frozen before tuning, seeds "
         f"{judge_seeds[0]}-{judge_seeds[-1]}, never tuned on)", shifted)
     public_rows: list[dict] = []
+    tasks: list = []
     if args.trace_root.is_dir():
-        public_rows = list(pool.map(mb.row, public_tasks(args.trace_root, starts), chunksize=1))
+        tasks = public_tasks(args.trace_root, starts)
+        public_rows = list(pool.map(mb.row, tasks, chunksize=1))
         out["judging_public"] = mb.table("JUDGING SET 2 (public Can't Be Late traces; no generator made them)", public_rows)
     else:
         print(f"\nno public traces at {args.trace_root}: judging set 2 skipped", file=sys.stderr)
