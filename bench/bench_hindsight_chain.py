@@ -133,6 +133,7 @@ def age_states(available: tuple[bool, ...], classes: int) -> np.ndarray:
 
 
 def tasks(seeds: range, classes: int) -> list[tuple[str, SimCase, int]]:
+    """The second generator's cases per regime and seed, home zone, with the age row's classes."""
     out = []
     for regime in gen.REGIMES:
         for seed in seeds:
@@ -175,21 +176,18 @@ def row(args: tuple[str, SimCase, int]) -> dict:
     return out
 
 
-def report(title: str, rows: list[dict]) -> dict[str, float]:
+def report(title: str, rows: list[dict]) -> None:
     print(f"\n{title} ({len(rows)} cases): cost / exact optimum, mean  worst; paired difference against {BASE} "
           "+- standard error")  # fmt: skip
     base = [r[BASE][0] / r["opt"] for r in rows]
-    means = {}
     for key in (k for k in rows[0] if k not in ("regime", "opt")):
         ratio = [r[key][0] / r["opt"] for r in rows]
         diff = [a - b for a, b in zip(ratio, base)]
         se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
         misses = sum(r[key][1] for r in rows)
         above = sum(x > 1.05 for x in ratio)
-        means[key] = statistics.fmean(ratio)
-        print(f"  {key:<46}{means[key]:>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- {se:.4f}   "
-              f"{above:>3} cases > 1.05{'' if not misses else f'   {misses} deadline misses'}")  # fmt: skip
-    return means
+        print(f"  {key:<46}{statistics.fmean(ratio):>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- "
+              f"{se:.4f}   {above:>3} cases > 1.05{'' if not misses else f'   {misses} deadline misses'}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
