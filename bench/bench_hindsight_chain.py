@@ -41,7 +41,6 @@ make its solve minutes per case).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -176,20 +175,6 @@ def row(args: tuple[str, SimCase, int]) -> dict:
     return out
 
 
-def report(title: str, rows: list[dict]) -> None:
-    print(f"\n{title} ({len(rows)} cases): cost / exact optimum, mean  worst; paired difference against {BASE} "
-          "+- standard error")  # fmt: skip
-    base = [r[BASE][0] / r["opt"] for r in rows]
-    for key in (k for k in rows[0] if k not in ("regime", "opt")):
-        ratio = [r[key][0] / r["opt"] for r in rows]
-        diff = [a - b for a, b in zip(ratio, base)]
-        se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-        misses = sum(r[key][1] for r in rows)
-        above = sum(x > 1.05 for x in ratio)
-        print(f"  {key:<46}{statistics.fmean(ratio):>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- "
-              f"{se:.4f}   {above:>3} cases > 1.05{'' if not misses else f'   {misses} deadline misses'}")  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=len(gen.JUDGING_SEEDS),
@@ -215,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
               "capacity signal; rows told with hindsight what zone 0's trace realizes (not lower bounds: see the "
               "docstring)")  # fmt: skip
     for group in sorted({r["regime"] for r in rows}, key=lambda k: (k not in gen.REGIMES, k)):
-        report(group, [r for r in rows if r["regime"] == group])
-    report("all public traces" if args.public else "all five regimes", rows)
+        mb.paired_report(group, [r for r in rows if r["regime"] == group], BASE, BASE, width=46)
+    mb.paired_report("all public traces" if args.public else "all five regimes", rows, BASE, BASE, width=46)
     print(f"\nwall time {time.monotonic() - t0:.1f}s")
     return 0
 

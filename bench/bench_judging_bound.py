@@ -48,7 +48,6 @@ import functools
 import math
 import os
 import random
-import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -222,21 +221,6 @@ def row(args: tuple[str, SimCase, int]) -> dict:
     return out
 
 
-def report(regime: str, rows: list[dict]) -> None:
-    print(f"\n{regime} ({len(rows)} cases): cost / exact optimum, mean  worst; paired difference against the "
-          f"{YARDSTICK} +- standard error")  # fmt: skip
-    base = [r[YARDSTICK][0] / r["opt"] for r in rows]
-    for key in (k for k in rows[0] if k not in ("regime", "opt")):
-        name = key
-        ratio = [r[key][0] / r["opt"] for r in rows]
-        diff = [a - b for a, b in zip(ratio, base)]
-        se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-        misses = sum(r[key][1] for r in rows)
-        above = sum(x > 1.05 for x in ratio)
-        print(f"  {name:<44}{statistics.fmean(ratio):>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- "
-              f"{se:.4f}   {above:>3} cases > 1.05{'' if not misses else f'   {misses} deadline misses'}")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=len(gen.JUDGING_SEEDS),
@@ -251,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Second generator (launcher.simulation.synthetic_shifted), seeds 0-{args.seeds - 1}, home zone, capacity "
           f"signal; the first row: the exact online optimum told the zone's law (a lower bound for any online policy)")
     for regime in REGIMES:
-        report(regime, [r for r in rows if r["regime"] == regime])
+        mb.paired_report(regime, [r for r in rows if r["regime"] == regime], YARDSTICK, f"the {YARDSTICK}")
     print(f"\nwall time {time.monotonic() - t0:.1f}s")
     return 0
 

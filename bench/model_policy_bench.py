@@ -17,6 +17,7 @@ markov-dp; and the issue's goal lines, each PASS or FAIL, for each judging set.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections import defaultdict
@@ -130,6 +131,23 @@ def table(title: str, rows: list[dict]) -> dict:
         out[g] = o
         print(f"{g:<30}{len(sub):>6}" + "".join(f"{c:>26}" for c in cells))
     return out
+
+
+def paired_report(title: str, rows: list[dict], base: str, against: str, width: int = 44) -> None:
+    """Per row key of `rows` (each a case: {"opt": exact optimum, key: (cost, missed), ...}): cost /
+    optimum mean and worst, the paired difference against key `base` (named `against` in the header)
+    +- its standard error, cases above 1.05 and deadline misses; keys padded to `width`."""
+    print(f"\n{title} ({len(rows)} cases): cost / exact optimum, mean  worst; paired difference against {against} "
+          "+- standard error")  # fmt: skip
+    ref = [r[base][0] / r["opt"] for r in rows]
+    for key in (k for k in rows[0] if k not in ("regime", "opt")):
+        ratio = [r[key][0] / r["opt"] for r in rows]
+        diff = [a - b for a, b in zip(ratio, ref)]
+        se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+        misses = sum(r[key][1] for r in rows)
+        above = sum(x > 1.05 for x in ratio)
+        print(f"  {key:<{width}}{statistics.fmean(ratio):>8.4f}{max(ratio):>8.3f}   {statistics.fmean(diff):+.4f} +- "
+              f"{se:.4f}   {above:>3} cases > 1.05{'' if not misses else f'   {misses} deadline misses'}")  # fmt: skip
 
 
 def speed(rows: list[dict]) -> dict:
