@@ -313,7 +313,7 @@ def main() -> int:
         v = e[name]
         t.add_row(f"launcher {name} --gpus H100:8", f"{statistics.median(v):.3f} s", "< 0.3 s",
                   f"min {min(v):.3f}, max {max(v):.3f}")  # fmt: skip
-        t.add_row(f"  ratio to python -c pass", f"{ratios(v, base):.1f}x", "< 8x", "median of pair-by-pair ratios")
+        t.add_row("  ratio to python -c pass", f"{ratios(v, base):.1f}x", "< 8x", "median of pair-by-pair ratios")
     if "sky gpus list" in e:
         v = e["sky gpus list"]
         t.add_row("sky api start (once)", f"{sky.api_start_s:.1f} s", "", "SkyPilot's local API server")

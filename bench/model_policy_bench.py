@@ -20,11 +20,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections import defaultdict
 
 from launcher.policies.base import PlacementPolicy
 from launcher.policies.registry import get_placement_policy
-from launcher.simulation import synthetic, synthetic_shifted
 from launcher.simulation.engine import SimCase, simulate
 from launcher.simulation.omniscient import omniscient_cost
 

@@ -156,7 +156,6 @@ def runs_show(run: str = typer.Argument(..., help="Run id (or unique prefix / na
         summary = detail
         attempts = led.attempts(rec.run_id)
         events = led.events(rec.run_id)
-        now = datetime.now(UTC)
     if json_out:
         print_json(detail)
         return

@@ -127,7 +127,6 @@ def _arrow_columns(table: Any, names: Sequence[str], numeric: set[str], times: s
     """An Arrow table of a bulk query -> the same frame as _columns, column-wise in C (numbers'
     -1 as NaN, text as categoricals)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     data: dict[str, Any] = {}
     for name, col in zip(names, table.columns):
@@ -407,8 +406,6 @@ def _read_checkpoints_bulk(
     (SQLite's kind index would fetch each checkpoint's row at random), LEAD and the joins to
     runs and attempts in numpy/pandas (per-row lookups into runs cost SQLite more than the
     rest of the read)."""
-    from datetime import timedelta
-
     e = m.events.c
     q = _Select(conn, True)
     q.text("run_id", e.run_id)

@@ -17,7 +17,6 @@ from launcher.cost.storage import storage_usd
 from launcher.report import focus as F
 from launcher.ledger.attempt_cost import (
     CostAssumptions,
-    EventFacts,
     attempt_intervals,
     compute_segments,
     explode,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from launcher.cli import plain_params
 from tests.conftest import REPO

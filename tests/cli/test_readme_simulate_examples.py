@@ -8,7 +8,6 @@ import re
 import shlex
 import tomllib
 from fnmatch import fnmatch
-from pathlib import Path
 
 import pytest
 

@@ -248,7 +248,6 @@ def test_a_controller_killed_while_it_launches_before_a_move_is_repaired_by_the_
     # On on-demand through an outage, the controller dies in the middle of a launch that looks at
     # spot: two open attempts (the running on-demand job and the look) and two clusters. The next
     # controller closes both, terminates both, and takes the run to its end.
-    from launcher.controller.controller import Controller
     from tests.controller import test_no_capacity_signal as outage
 
     class DiesInALook(outage.OutageCloud):

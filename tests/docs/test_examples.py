@@ -12,7 +12,6 @@ Every block must exit 0. The marker is an HTML comment: neither GitHub nor the s
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time

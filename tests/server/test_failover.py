@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.conftest import REPO
-from tests.server.helpers import cli_env, make_token, run_cli_env, start_server
+from tests.server.helpers import cli_env, make_token, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

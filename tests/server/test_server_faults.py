@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 
 from tests.reliability.test_disk_full_and_permissions import _fill, small_fs  # noqa: F401
 from tests.server.helpers import cli_env, make_token, run_cli_env, start_server
