@@ -109,6 +109,7 @@ class Controller(AttemptRunner, Decisions, Accounting, Teardown, Transitions):
                 pass
             raise
         finally:
+            self._record_open_outages()
             self._reserve.release()
             if self.d.observer is not None:
                 self._tell_observer_ended()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from launcher.controller.outage_watch import OUTAGE_EVENT
 from launcher.controller.placement import PLACEMENT_EVENT, PlacementDriver, estimated_total_hours
 from launcher.controller.placement_history import read_history
 from launcher.controller.placement_scores import ask_scores
@@ -129,7 +130,19 @@ class Decisions:
         data = p.event(d, state)
         if data is not None:
             self.led.add_event(self.job.run_id, PLACEMENT_EVENT, data)
+        for outage in p.outages.take():
+            self.led.add_event(self.job.run_id, OUTAGE_EVENT, outage)
         return d
+
+    def _record_open_outages(self) -> None:
+        """At the controller's end: the outages it saw, the ones still open included (unended)."""
+        if self._placement is None:
+            return
+        try:
+            for outage in self._placement.outages.close():
+                self.led.add_event(self.job.run_id, OUTAGE_EVENT, outage)
+        except Exception:  # evidence for later runs only: never what ends a run
+            pass
 
     def _place_next(self, preemptions: int) -> ScoredOffer | None:
         """Nothing is held: what to start now (None = wait a tick)."""

@@ -34,10 +34,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from launcher.controller.placement_history import ZoneHistory
+from launcher.controller.outage_watch import OutageWatch
 from launcher.policies.base import Choice, Decision, DecisionState, PlacementPolicy, RecoveryPolicy
 from launcher.policies.capacity_probes import ProbedCapacity
 from launcher.policies.registry import get_placement_policy
+from launcher.policies.zone_history import ZoneHistory
 from pricing.models import Offer, ScoredOffer
 
 PLACEMENT_EVENT = "placement"
@@ -124,6 +125,7 @@ class PlacementDriver:
         self._capacity = capacity
         self._clock = clock or (lambda: 0.0)
         self.probes = ProbedCapacity(tick_s, max(tick_s, max_probe_s))
+        self.outages = OutageWatch()  # what the run saw of each zone's outages, for later runs
         self.log: list[Decision] = []  # every decision, in order (the replay proof compares it)
         self._last: tuple | None = None
         self.last_zone = 0
@@ -133,13 +135,14 @@ class PlacementDriver:
         policy.reset()
         self.history = {i: history[s.offer] for i, s in enumerate(self.zones) if history and s.offer in history}
         for i, h in self.history.items():
-            policy.seed_history(i, h.up_hours, h.preemptions)
+            policy.seed_history(i, h)
 
     # ---- what the policy sees ------------------------------------------------------------------
     def capacity(self, held: ScoredOffer | None = None) -> Capacity:
         """Spot capacity per zone now: the provider's answer where it has one (a launch refused
         less than a tick ago still counts as none), up in the zone of `held` (a spot cluster
-        running there), else what the probes saw (`ProbedCapacity.view`)."""
+        running there), else what the probes saw (`ProbedCapacity.view`). What is known goes to
+        `outages`."""
         now = self._clock()
         out: list[bool] = []
         seen: list[bool] = []
@@ -158,6 +161,8 @@ class PlacementDriver:
                 up, known = True, True
             else:
                 up, known = self.probes.view(key, now)
+            if known:
+                self.outages.observe(s.offer, up, now)
             out.append(up)
             seen.append(known)
         return Capacity(tuple(out), tuple(seen)) if out else Capacity((False,), (True,))

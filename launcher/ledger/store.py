@@ -322,6 +322,14 @@ class Ledger(CostQueries, InfraRecords):
             return [attempt_from_row(r) for r in c.execute(q).all()]
 
     # ---- events -------------------------------------------------------------------------------
+    def recent_events(self, kind: str, *, since: datetime, limit: int = 5000) -> list[EventRecord]:
+        """Events of one kind of any run since `since`, newest first (at most `limit`): e.g. the
+        outages earlier runs saw, for a new run's placement policy."""
+        e = m.events.c
+        q = select(m.events).where(e.kind == kind, e.at >= since).order_by(e.at.desc(), e.id.desc()).limit(limit)
+        with self._read() as c:
+            return [event_from_row(r) for r in c.execute(q).all()]
+
     def add_event(
         self,
         run_id: str,

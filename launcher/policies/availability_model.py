@@ -42,6 +42,8 @@ from __future__ import annotations
 import math
 import random
 
+from launcher.policies.zone_history import ZoneHistory
+
 HOURS_PER_DAY = 24
 CYCLE_SHOWN = 0.3  # a daily profile whose hours differ by this much in share up is called a cycle
 
@@ -155,11 +157,13 @@ class ZoneModel:
         x = self._prior_logit + self._llr
         return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
 
-    def seed_up(self, hours: float, ended: int) -> None:
-        """Evidence from before this run: `hours` on the zone's spot capacity, `ended` of them by a
-        preemption (no hour of day: it goes to the overall rate only)."""
-        self._exp[1] += max(0.0, hours)
-        self._ends[1] += max(0, ended)
+    def seed(self, history: ZoneHistory) -> None:
+        """Evidence from before this run (`ZoneHistory`: up time and preemptions, outages and their
+        ends). It has no hour of day: it goes to the overall rates only."""
+        self._exp[1] += history.up_hours
+        self._ends[1] += history.preemptions
+        self._exp[0] += history.down_hours
+        self._ends[0] += history.recoveries
 
     # ---- reading --------------------------------------------------------------------------------
     @property

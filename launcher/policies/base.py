@@ -11,6 +11,7 @@ import abc
 from dataclasses import dataclass, field
 from enum import Enum
 
+from launcher.policies.zone_history import ZoneHistory
 from pricing.models import ScoredOffer
 
 
@@ -75,9 +76,9 @@ class PlacementPolicy(abc.ABC):
     def reset(self) -> None:  # noqa: B027 - optional hook
         """Called before a new run/case; clear per-run state."""
 
-    def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:  # noqa: B027 - optional hook
-        """What earlier runs saw of a zone's spot capacity (after `reset`); policies that learn
-        spells use it, the others ignore it."""
+    def seed_history(self, zone: int, history: ZoneHistory) -> None:  # noqa: B027 - optional hook
+        """What was seen of a zone's spot capacity before the run (after `reset`); policies that
+        learn spells use it, the others ignore it."""
 
     @abc.abstractmethod
     def decide(self, state: DecisionState) -> Decision: ...

@@ -39,6 +39,7 @@ from launcher.policies.base import Choice, Decision, DecisionState, PlacementPol
 from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot
 from launcher.policies.spells import KnownSpells, SpellTracker
+from launcher.policies.zone_history import ZoneHistory
 
 
 EXPLORE_SEED = 0  # the draws of `explore`: one generator per run, the same in the simulator and the controller
@@ -122,8 +123,8 @@ class DeadlineAwarePolicy(PlacementPolicy):
         self.last_seen = LastSeen()
         self._draws = random.Random(EXPLORE_SEED)
 
-    def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
-        self.spells.seed_up(zone, up_hours, preemptions)
+    def seed_history(self, zone: int, history: ZoneHistory) -> None:
+        self.spells.seed(zone, history)
 
     @staticmethod
     def hop_spell_hours(state: DecisionState) -> float:

@@ -46,6 +46,7 @@ from launcher.policies.cost_to_go import (
 from launcher.policies.deadline_aware import prices
 from launcher.policies.safety import DEFAULT_POLL_HOURS, budget, enforce, holding_spot, snap_to_tick
 from launcher.policies.shadow import ShadowRun
+from launcher.policies.zone_history import ZoneHistory
 
 SELF = "model"
 BASELINES = ("greedy", "uniform-progress")
@@ -144,7 +145,7 @@ class ExpectedCostPolicy(PlacementPolicy):
     def reset(self) -> None:
         self.models: list[ZoneModel] = []
         self.any_model = self._model(None)  # "some zone has capacity" (multi-zone only)
-        self._seeds: dict[int, tuple[float, int]] = {}
+        self._seeds: dict[int, ZoneHistory] = {}
         self.table: ValueTable | None = None
         self._table_zone = 0
         self._solved_at = -math.inf
@@ -162,8 +163,8 @@ class ExpectedCostPolicy(PlacementPolicy):
         self._last_key: tuple | None = None
         self._last_reason = ""
 
-    def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
-        self._seeds[zone] = (up_hours, preemptions)
+    def seed_history(self, zone: int, history: ZoneHistory) -> None:
+        self._seeds[zone] = history
 
     # ---- observing --------------------------------------------------------------------------------
     def _observe(self, state: DecisionState) -> None:
@@ -174,7 +175,7 @@ class ExpectedCostPolicy(PlacementPolicy):
             z = len(self.models)
             m = self._model(z)
             if z in self._seeds:
-                m.seed_up(*self._seeds[z])
+                m.seed(self._seeds[z])
             self.models.append(m)
         for m, up in zip(self.models, avail):
             if up is not None:

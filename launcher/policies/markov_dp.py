@@ -59,6 +59,7 @@ from launcher.policies.last_seen import LastSeen, chain_p_up
 from launcher.policies.markov_plan import (VERB, Plan, Solve, blended_options, estimate_text, hourly_rates,
                                            saving_text)  # fmt: skip
 from launcher.policies.safety import DEFAULT_POLL_HOURS, Budget, budget, enforce, holding_spot, snap_to_tick
+from launcher.policies.zone_history import ZoneHistory
 
 
 class MarkovDPPolicy(PlacementPolicy):
@@ -151,7 +152,7 @@ class MarkovDPPolicy(PlacementPolicy):
 
     def reset(self) -> None:
         self.model: ZoneModel | None = None
-        self._seeds: dict[int, tuple[float, int]] = {}  # zone -> (hours up seen before, preemptions)
+        self._seeds: dict[int, ZoneHistory] = {}  # zone -> what was seen of it before this run
         self.plan: Plan | None = None
         self._pending: Solve | None = None
         self._pending_t = -math.inf
@@ -160,9 +161,9 @@ class MarkovDPPolicy(PlacementPolicy):
         self.last_seen = LastSeen()
         self._draws = random.Random(EXPLORE_SEED)
 
-    def seed_history(self, zone: int, up_hours: float, preemptions: int) -> None:
-        self._seeds[zone] = (up_hours, preemptions)
-        self._fallback.seed_history(zone, up_hours, preemptions)
+    def seed_history(self, zone: int, history: ZoneHistory) -> None:
+        self._seeds[zone] = history
+        self._fallback.seed_history(zone, history)
 
     def _observe(self, state: DecisionState) -> ZoneModel:
         z = state.current_zone
@@ -171,7 +172,7 @@ class MarkovDPPolicy(PlacementPolicy):
             self.model = ZoneModel(up, self.prior_down_hours, self.prior_weight, self.bin_weight, self.cycle_prior,
                                    self.gap_spells)  # fmt: skip
             if z in self._seeds:  # earlier runs' evidence for the zone it plans on, not the others'
-                self.model.seed_up(*self._seeds[z])
+                self.model.seed(self._seeds[z])
         up = seen_capacity(state)[z]
         if up is not None:
             self.model.observe(state.elapsed_hours, up)

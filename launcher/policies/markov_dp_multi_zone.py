@@ -89,7 +89,7 @@ class MarkovDPMultiZonePolicy(MarkovDPPolicy):
                 m = self.models[z] = ZoneModel(prior, self.prior_down_hours, self.prior_weight, self.bin_weight,
                                                self.cycle_prior, self.gap_spells)  # fmt: skip
                 if z in self._seeds:
-                    m.seed_up(*self._seeds[z])
+                    m.seed(self._seeds[z])
             if up is not None:
                 m.observe(state.elapsed_hours, up)
                 self.last_seen.observe(z, state.elapsed_hours, up)

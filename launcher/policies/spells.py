@@ -12,8 +12,9 @@ Time seen up includes the spell still running and the part of the first spell be
 started is simply unseen; both are right for memoryless spells, and unlike an average of completed
 spells it does not call a zone that has been up for a day "short" because its only completed spell
 was the truncated first one. `w` is the prior's weight in spells: small, so that a few short spells
-are enough to recognise flapping capacity. `seed_up` adds what earlier runs saw of a zone (time held
-on its spot capacity and the preemptions that ended it) to the up spells, as if seen in this run.
+are enough to recognise flapping capacity. `seed` adds what was seen of a zone before the run (time
+held on its spot capacity and the preemptions that ended it, its outages and their ends:
+`ZoneHistory`) to its spells, as if seen in this run.
 
 Where the cloud cannot report capacity (`None`: not seen), a zone's running spell counts only as far
 as it was last seen: a run on on-demand that last saw the zone down a day ago has seen one minute of
@@ -29,6 +30,7 @@ from __future__ import annotations
 import random
 
 from launcher.policies.availability_model import checked_gap_spells, gap_is_evidence
+from launcher.policies.zone_history import ZoneHistory
 
 
 class SpellTracker:
@@ -46,14 +48,11 @@ class SpellTracker:
         self._last: list[float] = []  # when the zone was last seen
         self._exposure: list[list[float]] = []  # per zone: [completed time down, completed time up]
         self._ends: list[list[int]] = []  # per zone: [spells down ended, spells up ended]
-        self._seed: dict[int, tuple[float, int]] = {}  # zone -> (hours up seen before, up spells ended)
+        self._seed: dict[int, ZoneHistory] = {}  # zone -> what was seen of it before this run
 
-    def seed_up(self, z: int, hours: float, ended: int) -> None:
-        """Evidence from before this run: `hours` on zone `z`'s spot capacity, `ended` of them
-        ended by a preemption."""
-        if hours < 0 or ended < 0:
-            raise ValueError("seed hours and spells must be >= 0")
-        self._seed[z] = (hours, ended)
+    def seed(self, z: int, history: ZoneHistory) -> None:
+        """Evidence from before this run of zone `z`: its up time and preemptions, its outages."""
+        self._seed[z] = history
 
     def observe(self, now_hours: float, available: tuple[bool | None, ...]) -> None:
         """Capacity per zone now; None = not seen (nothing is counted for it: its running spell counts
@@ -91,7 +90,8 @@ class SpellTracker:
         the seed as pseudo-spells plus the spells seen ended, and the hours behind them."""
         if prior is None:
             prior = self.prior_up_hours if up else self.prior_down_hours
-        seed_h, seed_n = self._seed.get(z, (0.0, 0)) if up else (0.0, 0)
+        h = self._seed.get(z)
+        seed_h, seed_n = (0.0, 0) if h is None else (h.up_hours, h.preemptions) if up else (h.down_hours, h.recoveries)
         if z >= len(self._state):
             return self.prior_weight + seed_n, self.prior_weight * prior + seed_h
         seen = self._exposure[z][int(up)] + (self._running(z) if self._state[z] == up else 0.0)

@@ -31,6 +31,7 @@ from typing import Sequence
 
 from launcher.policies.base import Choice, DecisionState, PlacementPolicy
 from launcher.policies.capacity_probes import ProbedCapacity
+from launcher.policies.zone_history import history_of_ticks
 from launcher.simulation.traces import Trace
 
 _EPS = 1e-9
@@ -59,6 +60,14 @@ class SimCase:
     overhead_hours: float
     on_demand_price: float
     spot_price: float
+    # Ticks of each zone's trace before `start_tick` that the launcher watched (0: none): given to
+    # the policy as what was seen before the run (`ZoneHistory`, capped), as the controller gives
+    # it what other runs saw (controller/placement_history.py).
+    history_ticks: int = 0
+
+    def __post_init__(self) -> None:
+        if self.history_ticks < 0:
+            raise ValueError("history_ticks must be >= 0")
 
     @property
     def gap_hours(self) -> float:
@@ -100,6 +109,11 @@ def simulate(policy: PlacementPolicy, case: SimCase, *, capacity_signal: bool = 
     sp, od = case.spot_price, case.on_demand_price
 
     policy.reset()
+    if case.history_ticks:
+        lo = max(0, case.start_tick - case.history_ticks)
+        for z, row in enumerate(avail_rows):
+            if case.start_tick - lo >= 2:
+                policy.seed_history(z, history_of_ticks(row[lo:case.start_tick], g).capped())
     held, zone, k = Choice.NONE, 0, 0  # cluster held, its zone, overhead ticks still to pay
     done = t = 0
     cost = 0.0

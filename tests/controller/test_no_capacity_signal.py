@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import pytest
 
 from launcher.controller.controller import Controller, RunJob
+from launcher.controller.outage_watch import OUTAGE_EVENT
+from launcher.controller.placement_history import read_history
 from launcher.errors import ProviderError
 from launcher.executors.base import ExecResult, Outcome, RankExit
 from launcher.ledger import RunRecord
@@ -111,3 +113,15 @@ def test_markov_dp_learns_the_outage_from_refusals_not_the_retry_rhythm(ledger, 
     # Before: "expected up 0.2 h, down 0.2 h" (a refusal a tick, then a tick counted as up).
     downs = [float(r.split("down ")[1].split(" h")[0]) for r in reasons if "zone model: expected up" in r]
     assert downs and min(downs) >= 1.5, reasons[-1]
+
+
+def test_the_outage_a_run_saw_is_history_for_the_next_run(ledger, tmp_path):
+    run(ledger, tmp_path, "markov-dp")
+    (seen,) = [e.data for e in ledger.events("r1", kind=OUTAGE_EVENT)]
+    # Preempted at 0.5 h, refused for 2 h, found again within one probe interval (16 min).
+    assert seen["ended"] is True and OUTAGE_H <= seen["down_hours"] <= OUTAGE_H + 16 / 60 + 1 / 60
+    spot = offer("east", 1.0)
+    history, event = read_history(ledger, [spot], run_id="r2", days=7)
+    h = history[spot]
+    assert (h.preemptions, h.recoveries) == (1, 1) and h.down_hours == pytest.approx(seen["down_hours"])
+    assert event["zones"][0]["recoveries"] == 1

@@ -1,13 +1,15 @@
 """What earlier runs saw of each zone's spot capacity reaches a new run's placement policy: read from
 the ledger (a real SQLite ledger here; the query is plain SQLAlchemy), summed per zone, capped, and
-used as spells seen before the run."""
+used as spells seen before the run; the outages a run saw become events for the runs after it."""
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from launcher.controller.outage_watch import OUTAGE_EVENT, OutageWatch
 from launcher.controller.placement import Held, PlacementDriver
 from launcher.controller.placement_history import MAX_SEED_SPELLS, ZoneHistory, zone_history
 from launcher.ledger import Ledger, RunRecord
@@ -53,7 +55,7 @@ def test_history_sums_other_runs_spot_spells_per_zone(led):
     assert {a.spot for a in attempts} == {True} and len(attempts) == 7
     assert led.ended_spot_attempts(since=T0 + timedelta(hours=5)) == [a for a in attempts if a.ended_at >= T0 + timedelta(hours=5)]
     h = zone_history(attempts, [east, west, local, offer("us-east-1", "us-east-1a", spot=False)], exclude_run="new")
-    assert h == {east: ZoneHistory(pytest.approx(45 / 60), 2)}
+    assert list(h) == [east] and astuple(h[east]) == pytest.approx((45 / 60, 2, 0.0, 0))
 
 
 def test_history_is_capped_at_a_few_spells_keeping_their_mean(led):
@@ -66,16 +68,19 @@ def test_history_is_capped_at_a_few_spells_keeping_their_mean(led):
 
 def test_seeded_spells_by_hand():
     s = SpellTracker(prior_up_hours=1.0, prior_down_hours=2.0, prior_weight=0.5)
-    s.seed_up(0, hours=0.25, ended=5)
+    s.seed(0, ZoneHistory(up_hours=0.25, preemptions=5))
     assert s.mean_up(0) == pytest.approx((0.5 * 1.0 + 0.25) / 5.5)  # before anything is observed
     for t in (0.0, 0.1, 0.2, 0.3, 0.4):  # seen every few minutes, as the controller sees every tick
         s.observe(t, (True, True))
     s.observe(0.5, (False, True))  # zone 0: a 0.5 h spell ended; zone 1 up 0.5 h, unseeded
     assert s.mean_up(0) == pytest.approx((0.5 + 0.25 + 0.5) / 6.5)
     assert s.mean_up(1) == pytest.approx((0.5 + 0.5) / 0.5)
-    assert s.mean_down(0) == pytest.approx(2.0)  # history only speaks of up spells
-    with pytest.raises(ValueError):
-        s.seed_up(1, -1.0, 0)
+    assert s.mean_down(0) == pytest.approx(2.0)  # this history speaks of up spells only
+    s.seed(1, ZoneHistory(0.0, 0, down_hours=30.0, recoveries=2))  # two outages seen end, 30 h down in all
+    assert s.mean_down(1) == pytest.approx((0.5 * 2.0 + 30.0) / 2.5)
+    for bad in ((-1.0, 0), (0.0, -1), (0.0, 0, -1.0), (0.0, 0, 0.0, -1)):
+        with pytest.raises(ValueError):
+            ZoneHistory(*bad)
 
 
 def so(o: Offer, rank: int) -> ScoredOffer:
@@ -107,3 +112,65 @@ def test_multi_zone_hops_to_the_zone_whose_history_is_longest():
                  capacity=d.capacity())  # fmt: skip
     dec = d.decide(st)
     assert dec.choice is Choice.SPOT and d.offer_for(dec) is b
+
+
+def outage(led: Ledger, run_id: str, o: Offer, hours, ended, at: datetime = T0) -> None:
+    led.add_event(run_id, OUTAGE_EVENT, {"cloud": o.cloud, "region": o.region, "zone": o.zone,
+                                         "instance_type": o.instance_type, "down_hours": hours, "ended": ended}, at=at)  # fmt: skip
+
+
+def test_outages_other_runs_saw_are_the_zone_s_down_spells(led):
+    east, west = offer("us-east-1", "us-east-1a"), offer("us-west-2", "us-west-2a")
+    add(led, "old", east, 60, "preempted")
+    outage(led, "old", east, 2.0, True, T0 + timedelta(hours=1))
+    outage(led, "old", east, 4.0, True, T0 + timedelta(hours=5))
+    outage(led, "old", east, 10.0, False, T0 + timedelta(hours=15))  # the run ended first: time, no end
+    outage(led, "old", east, "a lot", True)  # not a number: not evidence
+    outage(led, "old", offer("local", cloud="local"), 5.0, True)  # simulated capacity: no history
+    outage(led, "new", east, 50.0, True)  # this run's own
+    outage(led, "old", west, 1.0, True, T0 - timedelta(days=2))  # before the window
+    seen = led.recent_events(OUTAGE_EVENT, since=T0 - timedelta(hours=1))
+    assert [e.at for e in seen] == sorted((e.at for e in seen), reverse=True) and len(seen) == 6
+    h = zone_history(led.ended_spot_attempts(since=T0), [east, west], exclude_run="new", outages=seen)
+    assert list(h) == [east] and astuple(h[east]) == pytest.approx((1.0, 1, 16.0, 2))
+    only_outages = zone_history([], [east], exclude_run="new", outages=seen)  # a zone the team only waited for
+    assert astuple(only_outages[east]) == pytest.approx((0.0, 0, 16.0, 2))
+
+
+def test_outage_history_is_capped_like_the_up_spells():
+    h = ZoneHistory(0.0, 0, 40 * 0.5, 40).capped(MAX_SEED_SPELLS, 100.0)
+    assert h.recoveries == MAX_SEED_SPELLS and h.down_hours == pytest.approx(MAX_SEED_SPELLS * 0.5)
+    assert ZoneHistory(500.0, 1, 500.0, 1).capped(MAX_SEED_SPELLS, 168.0) == ZoneHistory(168.0, 1, 168.0, 1)
+
+
+def test_the_outage_watch_by_hand():
+    east, west = offer("us-east-1", "us-east-1a"), offer("us-west-2", "us-west-2a")
+    w = OutageWatch()
+    w.observe(east, True, 0.0)
+    w.observe(east, False, 60.0)  # down from here
+    w.observe(west, False, 90.0)  # seen down once only, never again: no time seen, dropped at the end
+    w.observe(east, False, 600.0)
+    assert w.take() == []
+    w.observe(east, True, 60.0 + 2 * 3600)  # back after two hours
+    (ended,) = w.take()
+    assert ended["down_hours"] == pytest.approx(2.0) and ended["ended"] is True and ended["zone"] == "us-east-1a"
+    assert w.take() == []
+    w.observe(east, False, 8000.0)
+    w.observe(east, False, 8000.0 + 1800)
+    (left_open,) = w.close()
+    assert left_open["down_hours"] == pytest.approx(0.5) and left_open["ended"] is False
+    assert w.close() == []
+
+
+def test_the_driver_s_capacity_feeds_the_outage_watch():
+    east, od = so(offer("us-east-1", "us-east-1a"), 1), so(offer("us-east-1", spot=False, price=3.0), 2)
+    now, up = [0.0], [True]
+    d = PlacementDriver(get_placement_policy("markov-dp"), (east, od), work_hours=10, deadline_hours=20,
+                        restart_overhead_s=300, tick_s=60, capacity=lambda o: up[0], clock=lambda: now[0])  # fmt: skip
+    for t, u in ((0, True), (60, False), (120, False), (3660, True), (3720, False), (5520, False)):
+        now[0], up[0] = float(t), u
+        d.capacity()
+    (ended,) = d.outages.take()
+    assert ended["down_hours"] == pytest.approx(1.0) and ended["ended"] is True
+    (left_open,) = d.outages.close()
+    assert left_open["down_hours"] == pytest.approx(0.5) and left_open["ended"] is False

@@ -13,6 +13,7 @@ import pytest
 from launcher.policies.base import Choice, DecisionState
 from launcher.policies.chain_dp import drain, pick_action, solve_chain
 from launcher.policies.registry import get_placement_policy
+from launcher.policies.zone_history import ZoneHistory
 from launcher.simulation.engine import SimCase, simulate
 from launcher.simulation.omniscient import omniscient_cost
 from launcher.simulation.online_optimum import MarkovSpells, OnlineOptimumPolicy, table_for
@@ -336,13 +337,14 @@ def test_markov_dp_rejects_bad_parameters():
 
 def test_markov_dp_takes_earlier_runs_evidence_for_its_own_zone_only():
     pol = get_placement_policy("markov-dp")
-    pol.seed_history(0, 40.0, 2)
-    pol.seed_history(1, 1.0, 9)  # another zone's: not the one it plans on
+    pol.seed_history(0, ZoneHistory(40.0, 2, 30.0, 3))
+    pol.seed_history(1, ZoneHistory(1.0, 9))  # another zone's: not the one it plans on
     state = DecisionState(elapsed_hours=0.0, work_done_hours=0.0, work_total_hours=10.0, deadline_hours=15.0,
                           restart_overhead_hours=0.2, current=Choice.NONE, current_zone=0, spot_available=(True, True),
                           gap_hours=G, spot_price_usd_per_hour=SP, on_demand_price_usd_per_hour=OD)  # fmt: skip
     pol.decide(state)
     assert pol.model.mean_hours(1) == pytest.approx((0.5 * 1.0 + 40.0) / (0.5 + 2))
+    assert pol.model.mean_hours(0) == pytest.approx((0.5 * 2.0 + 30.0) / (0.5 + 3))  # its outages too
 
 
 def _days(model, days: float, up_at, step: float = 0.1, start: float = 0.0) -> float:

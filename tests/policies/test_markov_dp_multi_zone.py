@@ -6,6 +6,7 @@ import pytest
 
 from launcher.policies.base import Choice, DecisionState
 from launcher.policies.registry import get_placement_policy
+from launcher.policies.zone_history import ZoneHistory
 from launcher.simulation.engine import SimCase, simulate
 from launcher.simulation.omniscient import omniscient_cost
 from launcher.simulation.synthetic_shifted import generate as generate_shifted
@@ -171,12 +172,12 @@ def test_a_stand_in_is_priced_as_spot_there_until_preempted_then_the_home_plan()
         t += 1
     plan, tab = pol.plans[0], pol.plans[0].table
     sure = ZoneModel(1.0, 2.0, 0.5, 2.0)
-    sure.seed_up(1e9, 0)
+    sure.seed(ZoneHistory(1e9, 0))
     pol.models[1] = sure
     ticks = tab.O + math.ceil(8.0 / plan.g - 1e-6)
     assert pol._stand_in_cost(state, 1) == pytest.approx(SP * plan.g * ticks, rel=1e-3)
     brief = ZoneModel(1.0, 2.0, 0.5, 2.0)
-    brief.seed_up(1.0, 1000)  # spells of about 4 seconds
+    brief.seed(ZoneHistory(1.0, 1000))  # spells of about 4 seconds
     pol.models[1] = brief
     home = plan.at(state, Choice.NONE, 0.0, False)[1]
     assert math.isfinite(home) and pol._stand_in_cost(state, 1) > home
