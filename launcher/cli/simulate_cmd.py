@@ -34,7 +34,10 @@ def simulate(
 
     A case: {"trace": PATH (or "traces": [PATH, ...] for multi-zone), "start_tick": N,
     "work_hours": H, "deadline_hours": H, "overhead_hours": H, "on_demand_price": USD_PER_HOUR,
-    "spot_price": USD_PER_HOUR}. Single-zone policies given several traces run in the first one.
+    "spot_price": USD_PER_HOUR, optional "history_hours": H}. Single-zone policies given several
+    traces run in the first one. `history_hours`: that much of each trace before `start_tick` is
+    given to the policy as watched before the run (up and down spells), as the controller gives
+    it what other runs saw.
     """
     from launcher.cli.render import print_table
     from launcher.policies.registry import get_placement_policy

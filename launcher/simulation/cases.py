@@ -28,6 +28,9 @@ class CaseSpec(BaseModel):
     overhead_hours: float = Field(ge=0)
     on_demand_price: float = Field(ge=0)
     spot_price: float = Field(ge=0)
+    # hours of each trace before start_tick the launcher had watched: what the policy starts from
+    # (as the controller starts from what other runs saw); at most what lies before start_tick
+    history_hours: float = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _one_trace_field(self) -> CaseSpec:
@@ -111,6 +114,7 @@ def build_case(spec: CaseSpec, store: TraceStore, index: int) -> SimCase:
         overhead_hours=spec.overhead_hours,
         on_demand_price=spec.on_demand_price,
         spot_price=spec.spot_price,
+        history_ticks=min(spec.start_tick, round(spec.history_hours / traces[0].gap_hours)),
     )
 
 

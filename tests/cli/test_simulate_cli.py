@@ -152,3 +152,23 @@ def test_simulation_path_does_not_import_pandas():
     )
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
+
+
+def test_history_hours_give_the_policy_the_trace_before_the_start(tmp_path, capsys):
+    """A zone that flapped all the past 100 hours (2 h up, 30 min down), down at the job's start for
+    2 h: told that history, `deadline-aware` estimates the zone's spells from it, not from its prior
+    alone, and decides otherwise (the bill differs); a negative history is bad input."""
+    past = ("0" * 8 + "1" * 2) * 40  # 15-minute ticks, 0 = capacity
+    write_trace(tmp_path / "t" / "flap.json", past + "1" * 8 + "0" * 400, gap_seconds=900)
+    base = {"trace": "flap.json", "start_tick": len(past), "work_hours": 8, "deadline_hours": 12,
+            "overhead_hours": 0.25, "on_demand_price": 3.0, "spot_price": 1.0}  # fmt: skip
+    cost = {}
+    for hours in (0, 100, 1000):  # 1000: more than lies before the start, which is all there is
+        cases = write_cases(tmp_path, [{**base, "history_hours": hours}])
+        assert run(["simulate", "--cases", cases, "--trace-root", str(tmp_path / "t"), "--policy", "deadline-aware",
+                    "--json"]) == 0  # fmt: skip
+        cost[hours] = json.loads(capsys.readouterr().out.splitlines()[0])["cost"]
+    assert cost[100] == cost[1000] != cost[0]
+    cases = write_cases(tmp_path, [{**base, "history_hours": -1}])
+    assert run(["simulate", "--cases", cases, "--trace-root", str(tmp_path / "t"), "--json"]) == 2
+    assert "history_hours" in capsys.readouterr().err
