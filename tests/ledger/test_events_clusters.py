@@ -32,6 +32,20 @@ def test_events_order_filter_and_tail(ledger: Ledger, clock) -> None:
         ledger.add_event("r-none", EventKind.LOG, {"line": "x"})
 
 
+
+def test_recent_events_of_one_kind_across_runs_newest_first(ledger: Ledger, clock) -> None:
+    for r in ("r-a", "r-b"):
+        ledger.create_run(make_run(r))
+    old = ledger.add_event("r-a", "outage", {"down_hours": 1.0})
+    clock.advance(hours=2)
+    ledger.add_event("r-a", EventKind.LOG, {"line": "x"})
+    b = ledger.add_event("r-b", "outage", {"down_hours": 2.0})
+    c = ledger.add_event("r-a", "outage", {"down_hours": 3.0})  # same instant as b: later id first
+    assert [e.id for e in ledger.recent_events("outage", since=T0)] == [c.id, b.id, old.id]
+    assert [e.id for e in ledger.recent_events("outage", since=T0 + timedelta(hours=1))] == [c.id, b.id]
+    assert [e.run_id for e in ledger.recent_events("outage", since=T0, limit=1)] == ["r-a"]
+    assert ledger.recent_events("preemption", since=T0) == []
+
 def test_cluster_upsert_keeps_created_and_sets_terminated(ledger: Ledger, clock) -> None:
     nodes = [{"instance_id": "i-1", "ip": "10.0.0.1", "rank": 0}]
     c = ledger.upsert_cluster(
