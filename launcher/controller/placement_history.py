@@ -14,6 +14,7 @@ simulated per run (a trace, time-compressed), so it has no history.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -35,6 +36,11 @@ def _key(cloud: str, region: str, zone: str | None, instance_type: str) -> tuple
     return (cloud, region, zone, instance_type)
 
 
+def _hours(x: object) -> bool:
+    """A length of time as an event holds it: a finite number >= 0 (anything else is not evidence)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
 def zone_history(attempts: Iterable[AttemptRecord], offers: Sequence[Offer], *, exclude_run: str,
                  outages: Iterable[EventRecord] = ()) -> dict[Offer, ZoneHistory]:  # fmt: skip
     """Per spot offer of the plan, what other runs' ended spot attempts and `outage` events there
@@ -52,7 +58,7 @@ def zone_history(attempts: Iterable[AttemptRecord], offers: Sequence[Offer], *, 
         d = e.data
         k = _key(d.get("cloud"), d.get("region"), d.get("zone"), d.get("instance_type"))
         hours = d.get("down_hours")
-        if k not in wanted or e.run_id == exclude_run or not isinstance(hours, int | float) or hours < 0:
+        if k not in wanted or e.run_id == exclude_run or not _hours(hours):
             continue
         s = seen.setdefault(k, [0.0, 0, 0.0, 0])
         s[2] += float(hours)

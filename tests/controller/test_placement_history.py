@@ -125,12 +125,13 @@ def test_outages_other_runs_saw_are_the_zone_s_down_spells(led):
     outage(led, "old", east, 2.0, True, T0 + timedelta(hours=1))
     outage(led, "old", east, 4.0, True, T0 + timedelta(hours=5))
     outage(led, "old", east, 10.0, False, T0 + timedelta(hours=15))  # the run ended first: time, no end
-    outage(led, "old", east, "a lot", True)  # not a number: not evidence
+    for bad in ("a lot", float("nan"), True, -1.0):  # not a length of time: not evidence
+        outage(led, "old", east, bad, True)
     outage(led, "old", offer("local", cloud="local"), 5.0, True)  # simulated capacity: no history
     outage(led, "new", east, 50.0, True)  # this run's own
     outage(led, "old", west, 1.0, True, T0 - timedelta(days=2))  # before the window
     seen = led.recent_events(OUTAGE_EVENT, since=T0 - timedelta(hours=1))
-    assert [e.at for e in seen] == sorted((e.at for e in seen), reverse=True) and len(seen) == 6
+    assert [e.at for e in seen] == sorted((e.at for e in seen), reverse=True) and len(seen) == 9
     h = zone_history(led.ended_spot_attempts(since=T0), [east, west], exclude_run="new", outages=seen)
     assert list(h) == [east] and astuple(h[east]) == pytest.approx((1.0, 1, 16.0, 2))
     only_outages = zone_history([], [east], exclude_run="new", outages=seen)  # a zone the team only waited for
