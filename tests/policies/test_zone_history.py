@@ -73,3 +73,28 @@ def test_markov_dp_reads_the_zone_s_outages_from_its_history(past, down_text):
         reasons[ticks] = seen[0].reason
     assert "down 2.0 h" in reasons[0]  # the prior alone
     assert down_text in reasons[len(past)], reasons[len(past)]
+
+
+def test_the_bench_lays_the_job_grid_after_the_lead_in_with_all_before_it_as_history():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import bench_policies as bp
+    import bench_zone_history as zh
+
+    from launcher.simulation import synthetic
+
+    week = zh.synth_cases(synthetic, ["long-outages"], (0,), 168.0)
+    plain = zh.synth_cases(synthetic, ["long-outages"], (0,), 0.0)
+    n = round(168.0 / week[0][1].gap_hours)
+    assert len(week) == len(plain) == len(bp.grid(plain[0][1].traces, 2))
+    for (_, w), (_, p) in zip(week, plain):
+        assert w.history_ticks == w.start_tick == p.start_tick + n  # the lead-in and the ticks before the start
+        assert (w.work_hours, w.deadline_hours) == (p.work_hours, p.deadline_hours)
+        assert p.history_ticks == p.start_tick  # no lead-in: the past before the start only
+    one = zh.row(("tuning", "long-outages", week[0][1]))
+    assert set(one) == {"regime", "opt", "set", "markov-dp", "markov-dp + zone history", "deadline-aware",
+                        "deadline-aware + zone history", "greedy"}  # fmt: skip
+    bills = [v[0] for v in one.values() if isinstance(v, tuple)]
+    assert len(bills) == 5 and min(bills) >= one["opt"] - 1e-9  # nothing beats the exact optimum
