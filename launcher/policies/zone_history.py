@@ -7,6 +7,7 @@ changes and a run's own spells must soon outweigh what came before it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,8 +22,8 @@ class ZoneHistory:
     recoveries: int = 0  # outages seen to end (capacity back)
 
     def __post_init__(self) -> None:
-        if min(self.up_hours, self.preemptions, self.down_hours, self.recoveries) < 0:
-            raise ValueError("zone history hours and spells must be >= 0")
+        if not all(math.isfinite(x) and x >= 0 for x in (self.up_hours, self.preemptions, self.down_hours, self.recoveries)):
+            raise ValueError("zone history hours and spells must be finite and >= 0")
 
     def capped(self, max_spells: int = MAX_SEED_SPELLS, max_hours: float | None = None) -> ZoneHistory:
         """At most `max_spells` ended spells a side, keeping each side's mean spell; at most

@@ -78,7 +78,7 @@ def test_seeded_spells_by_hand():
     assert s.mean_down(0) == pytest.approx(2.0)  # this history speaks of up spells only
     s.seed(1, ZoneHistory(0.0, 0, down_hours=30.0, recoveries=2))  # two outages seen end, 30 h down in all
     assert s.mean_down(1) == pytest.approx((0.5 * 2.0 + 30.0) / 2.5)
-    for bad in ((-1.0, 0), (0.0, -1), (0.0, 0, -1.0), (0.0, 0, 0.0, -1)):
+    for bad in ((-1.0, 0), (0.0, -1), (0.0, 0, -1.0), (0.0, 0, 0.0, -1), (float("nan"), 0), (0.0, 0, float("inf"))):
         with pytest.raises(ValueError):
             ZoneHistory(*bad)
 
