@@ -14,20 +14,25 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from launcher.controller.controller import Controller, ControllerDeps, RunJob
+from launcher.controller.outage_watch import OUTAGE_EVENT
+from launcher.controller.placement_history import read_history
 from launcher.errors import ProviderError
 from launcher.executors.base import ExecRequest, ExecResult, Execution, Executor, Outcome, RankExit
 from launcher.ledger import Ledger, RunRecord
+from launcher.ledger.records import NewAttempt
 from launcher.planning.budget import BudgetCheck
 from launcher.planning.candidates import Candidate
 from launcher.planning.plan import Plan
 from launcher.policies.base import Decision, DecisionState, PlacementPolicy
 from launcher.policies.recovery import NextOfferPolicy
 from launcher.policies.registry import get_placement_policy
+from launcher.policies.zone_history import ZoneHistory
 from launcher.providers.base import ClusterHandle, ClusterRequest, CredentialStatus, Node, Provider
 from launcher.providers.local import LocalProvider, SimulatedPrices, SpotTrace
 from launcher.simulation.engine import SimCase, simulate
@@ -197,13 +202,16 @@ class TickExecutor(Executor):
 class Recording(PlacementPolicy):
     """The named policy, with every decision it makes kept (for the simulator's side)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, history: dict[int, ZoneHistory] | None = None) -> None:
         self.inner = get_placement_policy(name)
         self.name, self.multi_zone = self.inner.name, self.inner.multi_zone
+        self.history = history or {}  # seeded after each reset, as the controller seeds its ledger's
         self.log: list[Decision] = []
 
     def reset(self) -> None:
         self.inner.reset()
+        for z, h in self.history.items():
+            self.inner.seed_history(z, h)
         self.log = []
 
     def decide(self, state: DecisionState) -> Decision:
@@ -214,7 +222,10 @@ class Recording(PlacementPolicy):
 
 def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_ticks: int, overhead_ticks: int,
            tmp_path, backend: str = "double", provider_cls: type[ZoneCapacity] | None = None,
+           earlier: Callable[[Ledger], None] | None = None,
            ) -> tuple[list[Decision], float, Ledger, str]:  # fmt: skip
+    """`earlier`: writes other runs' evidence into the ledger first; the controller then reads the
+    zones' history (else it reads none, as the simulator knows no earlier runs)."""
     zones = {f"z{i}": t for i, t in enumerate(traces)}
     clock = Clock()
     provider: ZoneCapacity | BilledLocal
@@ -231,6 +242,8 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
     spec_text = f"run: python train.py\nlauncher: {{deadline: {deadline_ticks * GAP_S}s}}\n"
     loaded = load_spec_text(spec_text)
     led = Ledger()
+    if earlier is not None:
+        earlier(led)
     run_id = f"r-replay-{tmp_path.name}"
     # The controller's clock is the run's age when it starts (wall clock, from the ledger) plus the
     # injected clock; the simulator's starts at 0. A created_at just ahead of now makes that age 0
@@ -247,7 +260,7 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
         budget_stop=lambda led, run_id: None, restart_overhead_hours=overhead_h, max_recoveries=10_000,
         placement_policy=get_placement_policy(policy), placement_tick_s=GAP_S, placement_gap_hours=GAP_S / 3600.0,
         checkpoint_poll_s=3600.0, max_wait_s=10 * deadline_ticks * GAP_S,
-        placement_history_days=0.0,  # the simulator knows no earlier runs: neither does the controller here
+        placement_history_days=7.0 if earlier else 0.0,
         capacity_retry_s=GAP_S, max_probe_s=PROBE_MAX_TICKS * GAP_S,  # a refused probe holds nothing for a tick
     )  # fmt: skip
     controller = Controller(job, deps)
@@ -256,8 +269,9 @@ def replay(policy: str, traces: tuple[Trace, ...], *, work_ticks: int, deadline_
     return controller._placement.log, provider.cost(), led, run_id
 
 
-def sim(policy: str, traces, *, work_ticks, deadline_ticks, overhead_ticks, capacity_signal: bool = True):
-    rec = Recording(policy)
+def sim(policy: str, traces, *, work_ticks, deadline_ticks, overhead_ticks, capacity_signal: bool = True,
+        history: dict[int, ZoneHistory] | None = None):  # fmt: skip
+    rec = Recording(policy, history)
     g = GAP_S / 3600.0
     case = SimCase(traces, 0, work_ticks * g, deadline_ticks * g, overhead_ticks * g, OD, SPOT)
     r = simulate(rec, case, capacity_signal=capacity_signal, max_probe_hours=PROBE_MAX_TICKS * g)
@@ -375,3 +389,36 @@ def test_without_a_capacity_signal_tick_for_tick(policy, regime, seed, tmp_path)
     traces = generate(regime, zones=zones, hours=40, seed=seed, gap_seconds=GAP_S)
     led, run_id = check(policy, traces, tmp_path, backend="blind", work_ticks=120, deadline_ticks=220, overhead_ticks=2)
     assert sum(a.end_reason == "provision_failed" for a in led.attempts(run_id)) >= 10  # it probed, and was refused
+
+
+
+def week_of_outages(led: Ledger) -> None:
+    """Another run's evidence in zone z0 yesterday: spot spells of 20 and 40 min ended by the cloud,
+    outages of 6 h and 10 h seen to end and one of 12 h the run outlasted."""
+    led.create_run(RunRecord(run_id="r-earlier", name="earlier", spec_hash="h", spec_yaml="run: x", project="p"))
+    day = datetime.now(UTC) - timedelta(days=1)
+    for minutes in (20, 40):
+        a = led.add_attempt("r-earlier", NewAttempt.from_offer(offer("z0", True)), started_at=day)
+        led.end_attempt(a.attempt_id, "preempted", ended_at=day + timedelta(minutes=minutes))
+    o = offer("z0", True)
+    for hours, ended in ((6.0, True), (10.0, True), (12.0, False)):
+        led.add_event("r-earlier", OUTAGE_EVENT, {"cloud": o.cloud, "region": o.region, "zone": o.zone,
+                                                  "instance_type": o.instance_type, "down_hours": hours, "ended": ended})  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", ["deadline-aware", "markov-dp"])
+def test_a_zone_s_history_from_the_ledger_decides_as_in_the_simulator(policy, tmp_path):
+    # The controller reads other runs' attempts and outages in the zone and seeds the policy; the
+    # simulator seeded with the same history decides the same, tick for tick, and the history
+    # changes what is decided (a zone whose outages last half a day is not one to wait for).
+    traces = (trace("1" * 30 + "0" * 6 + "1" * 10 + "0" * 200, "z0"),)
+    job = dict(work_ticks=60, deadline_ticks=120, overhead_ticks=2)
+    ctl_log, ctl_cost, led, run_id = replay(policy, traces, tmp_path=tmp_path, earlier=week_of_outages, **job)
+    (h,) = read_history(led, [offer("z0", True)], run_id=run_id, days=7)[0].values()
+    assert (h.preemptions, h.recoveries) == (2, 2) and h.down_hours == pytest.approx(28.0)
+    sim_log, sim_cost, _ = sim(policy, traces, history={0: h}, **job)
+    assert decisions(ctl_log) == decisions(sim_log)
+    assert ctl_cost == pytest.approx(sim_cost, abs=1e-9)
+    plain_log, plain_cost, _ = sim(policy, traces, **job)
+    assert decisions(plain_log) != decisions(sim_log)
+    assert [e.data["zones"][0]["recoveries"] for e in led.events(run_id, kind="placement_history")] == [2]
