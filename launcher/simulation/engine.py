@@ -109,11 +109,10 @@ def simulate(policy: PlacementPolicy, case: SimCase, *, capacity_signal: bool = 
     sp, od = case.spot_price, case.on_demand_price
 
     policy.reset()
-    if case.history_ticks:
-        lo = max(0, case.start_tick - case.history_ticks)
+    lo = max(0, case.start_tick - case.history_ticks)
+    if case.start_tick - lo >= 2:  # the ticks watched before the job: what the policy starts from
         for z, row in enumerate(avail_rows):
-            if case.start_tick - lo >= 2:
-                policy.seed_history(z, history_of_ticks(row[lo:case.start_tick], g).capped())
+            policy.seed_history(z, history_of_ticks(row[lo : case.start_tick], g).capped())
     held, zone, k = Choice.NONE, 0, 0  # cluster held, its zone, overhead ticks still to pay
     done = t = 0
     cost = 0.0
