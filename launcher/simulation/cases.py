@@ -17,20 +17,24 @@ from launcher.simulation.engine import SimCase, SimResult, deadline_ticks, simul
 from launcher.simulation.traces import Trace, load_trace, read_json
 
 
+# Longer than any trace (a century): a bound so that no count of ticks overflows.
+MAX_HOURS = 1e6
+
+
 class CaseSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     trace: str | None = None
     traces: list[str] | None = Field(default=None, min_length=1)
     start_tick: int = Field(default=0, ge=0)
-    work_hours: float = Field(gt=0)
-    deadline_hours: float = Field(gt=0)
-    overhead_hours: float = Field(ge=0)
+    work_hours: float = Field(gt=0, le=MAX_HOURS)
+    deadline_hours: float = Field(gt=0, le=MAX_HOURS)
+    overhead_hours: float = Field(ge=0, le=MAX_HOURS)
     on_demand_price: float = Field(ge=0)
     spot_price: float = Field(ge=0)
     # hours of each trace before start_tick the launcher had watched: what the policy starts from
     # (as the controller starts from what other runs saw); at most what lies before start_tick
-    history_hours: float = Field(default=0, ge=0)
+    history_hours: float = Field(default=0, ge=0, le=MAX_HOURS)
 
     @model_validator(mode="after")
     def _one_trace_field(self) -> CaseSpec:

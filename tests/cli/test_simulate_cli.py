@@ -105,6 +105,13 @@ def test_table_without_json(tmp_path, root, capsys):
         ([job()], "greedy", "exactly one of 'trace'"),
         ([job(trace="../outside.json")], "greedy", "outside the trace root"),
         ([job(trace="always.json")], "gredy", "did you mean 'greedy'"),
+        # not a finite number of hours, or more than a century: one line, not an overflow
+        ('[{"trace": "always.json", "start_tick": 0, "work_hours": Infinity, "deadline_hours": 7, '
+         '"overhead_hours": 1, "on_demand_price": 3, "spot_price": 1}]', "greedy", "work_hours: Input should be a finite number"),
+        ('[{"trace": "always.json", "start_tick": 0, "work_hours": 3, "deadline_hours": 7, '
+         '"overhead_hours": 1, "on_demand_price": 3, "spot_price": NaN}]', "greedy", "spot_price"),
+        ([job(trace="always.json", start_tick=2, history_hours=1e308)], "greedy", "history_hours: Input should be less than or equal to"),
+        ([job(trace="always.json", overhead_hours=1e308)], "greedy", "overhead_hours"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(tmp_path, root, capsys, cases, policy, needle):
