@@ -80,12 +80,12 @@ def tasks(name: str, lead_in_hours: float, root: Path) -> list[tuple[str, str, S
 
 
 def row(args: tuple[str, str, SimCase]) -> dict:
-    set_name, group, case = args
+    _, group, case = args
     out = {"regime": group, "opt": omniscient_cost(case)}
     for name, history in ROWS:
         r = simulate(get_placement_policy(name), case if history else replace(case, history_ticks=0))
         out[name + (WITH if history else "")] = (r.cost, not r.met_deadline)
-    return out | {"set": set_name}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Zone history: each case with and without what was seen of its zone before it (lead-in "
           f"{args.lead_in_days:g} days on the generators; the public traces' past), home zone, capacity signal")
     for s in sets:
-        mine = [{k: v for k, v in r.items() if k != "set"} for r in rows if r["set"] == s]
+        mine = [r for (set_name, _, _), r in zip(work, rows) if set_name == s]
         for group in sorted({r["regime"] for r in mine}):
             mb.paired_report(f"{s}: {group}", [r for r in mine if r["regime"] == group], BASE, BASE, width=34)
         mb.paired_report(f"{s}: all", mine, BASE, BASE, width=34)

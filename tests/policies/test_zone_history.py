@@ -94,7 +94,7 @@ def test_the_bench_lays_the_job_grid_after_the_lead_in_with_all_before_it_as_his
         assert (w.work_hours, w.deadline_hours) == (p.work_hours, p.deadline_hours)
         assert p.history_ticks == p.start_tick  # no lead-in: the past before the start only
     one = zh.row(("tuning", "long-outages", week[0][1]))
-    assert set(one) == {"regime", "opt", "set", "markov-dp", "markov-dp + zone history", "deadline-aware",
+    assert set(one) == {"regime", "opt", "markov-dp", "markov-dp + zone history", "deadline-aware",
                         "deadline-aware + zone history", "greedy"}  # fmt: skip
     bills = [v[0] for v in one.values() if isinstance(v, tuple)]
     assert len(bills) == 5 and min(bills) >= one["opt"] - 1e-9  # nothing beats the exact optimum
